@@ -26,7 +26,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gate.keys.anchors import TrustAnchorError, TrustAnchors
 from gate.settings import Settings
@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from workbench.dataset.trust import Trust
     from workbench.migration import DryRunError
     from workbench.migration.impact import CostModel
+    from workbench.migration.manifest import MigrationManifest
+    from workbench.services.dry_runs import Baseline
 
 __all__ = ["add_dry_run_parser", "cmd_dry_run"]
 
@@ -158,7 +160,7 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def _baseline(args: argparse.Namespace, settings: Settings, setup: SigningSetup,
-              ledger: Ledger | None) -> tuple[dict[str, Any], str] | None:
+              ledger: Ledger | None) -> Baseline | None:
     """(the baseline version, where it came from) of `--baseline`, None for the history
     (DryRunError USAGE, BASELINE_INVALID; workbench.migration.baseline)."""
     from workbench.migration import DryRunError
@@ -244,19 +246,20 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_summary(rulebook_id: str, out: Path, manifest: dict[str, Any]) -> None:
+def _print_summary(rulebook_id: str, out: Path, manifest: MigrationManifest) -> None:
     """The written dry-run in a few lines: the draft, the replay, the review queue with the impact's
     headline, the cost of a hold, and the files."""
     from workbench.migration.baseline import compared_with
     from workbench.migration.holdcost import hold_cost_text
-    from workbench.migration.impact import headline
+    from workbench.migration.impact import headline, measured
 
     d = manifest["dry_run"]
+    impact = measured(d["impact"])
     print(f"dry-run of {rulebook_id} under draft {manifest['to']['version']} "
           f"(sha256 {manifest['to']['rulebook_hash'][:16]}…), {compared_with(d['baseline'])}")
     print(f"  {d['decisions_evaluated']:,} decisions replayed, {d['decisions_changed']:,} change verdict, "
           f"{d['decisions_unreplayable']:,} could not be replayed (no facts)")
-    print(f"  review queue {d['review_load']['before']:,} → {d['review_load']['after']:,}; " + headline(d["impact"]))
+    print(f"  review queue {d['review_load']['before']:,} → {d['review_load']['after']:,}; " + headline(impact))
     print(f"  cost of a hold: {hold_cost_text(d['review_load'].get('hold_cost'))}")
     print(f"  wrote {out}/migration.json, report.md, report.html, flips.parquet")
 

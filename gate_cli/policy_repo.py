@@ -24,11 +24,15 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from gate.errors import CodedError
+from gate.errors import CodedError, RulebookInvalid
 from gate.protocol.canonical import CanonicalJSONError, parse_strict, sha256_hex
-from gate.rulebook import validate_rulebook
+from gate.rulebook import RulebookDocument, checked_rulebook
+
+if TYPE_CHECKING:  # the dry-run (Polars) is imported only when a plan runs one
+    from gate.rulebook.analysis import DiffReportJSON, LintReportJSON
+    from workbench.migration.manifest import MigrationManifest
 
 __all__ = ["FAIL_ON_FIGURES", "FailOn", "PolicyFile", "PolicyLayoutInvalid", "Release", "parse_fail_on",
            "read_layout"]
@@ -50,6 +54,13 @@ class PolicyLayoutInvalid(CodedError):
     CODE = "POLICY_LAYOUT_INVALID"
 
 
+class ReleaseJSON(TypedDict):
+    strategy: str
+    percent: float | None
+    subject: str | None
+    reason: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class Release:
     """How a scope's changes go out (its `release.toml`, or activate where it has none)."""
@@ -59,7 +70,7 @@ class Release:
     subject: str | None = None
     reason: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ReleaseJSON:
         return {"strategy": self.strategy, "percent": self.percent, "subject": self.subject, "reason": self.reason}
 
 
@@ -69,17 +80,17 @@ class PolicyFile:
 
     path: Path
     scope: str
-    rulebook: dict[str, Any]
+    rulebook: RulebookDocument
     rulebook_hash: str
     release: Release
 
     @property
     def rulebook_id(self) -> str:
-        return str(self.rulebook["rulebook_id"])
+        return self.rulebook["rulebook_id"]
 
     @property
     def version(self) -> str:
-        return str(self.rulebook["version"])
+        return self.rulebook["version"]
 
 
 def read_layout(root: Path, scopes: frozenset[str] | None = None, only: str | None = None) -> list[PolicyFile]:
@@ -126,15 +137,16 @@ def _policy_file(path: Path, scope: str, release: Release) -> PolicyFile:
         body = parse_strict(data)
     except CanonicalJSONError as exc:
         raise PolicyLayoutInvalid(f"{path} is not valid JSON: {exc.message}") from None
-    errors = validate_rulebook(body)
-    if errors:
-        first = errors[0]
+    try:
+        rulebook = checked_rulebook(body)
+    except RulebookInvalid as exc:
+        first = exc.errors[0]
         raise PolicyLayoutInvalid(f"{path} is not a valid Rulebook v1: {first['field']}: {first['code']}: "
-                                  f"{first['message']}", errors=errors)
-    if path.stem != body["rulebook_id"]:
-        raise PolicyLayoutInvalid(f"{path}: the file of rulebook {body['rulebook_id']!r} is named "
-                                  f"{body['rulebook_id']}.json")
-    return PolicyFile(path, scope, body, sha256_hex(body), release)
+                                  f"{first['message']}", errors=exc.errors) from None
+    if path.stem != rulebook["rulebook_id"]:
+        raise PolicyLayoutInvalid(f"{path}: the file of rulebook {rulebook['rulebook_id']!r} is named "
+                                  f"{rulebook['rulebook_id']}.json")
+    return PolicyFile(path, scope, rulebook, sha256_hex(rulebook), release)
 
 
 def read_release(path: Path) -> Release:
@@ -223,7 +235,19 @@ def parse_fail_on(text: str | None) -> tuple[FailOn, ...]:
 
 # ---------------------------------------------------------------------------- a plan
 
-Running = tuple[dict[str, Any], str]  # (the body a scope runs, where that comes from)
+Running = tuple[RulebookDocument, str]  # (the body a scope runs, where that comes from)
+
+
+class Applied(TypedDict):
+    """What `gate apply` did with one change: the version published (or already), the release
+    event made, and whether it applied or waits for a second principal (`requested`)."""
+
+    published: bool
+    event_seq: int
+    event_hash: str
+    action: str
+    result: str
+    actor: str | None
 
 
 @dataclass
@@ -232,12 +256,12 @@ class Change:
 
     file: PolicyFile
     running: Running | None
-    diff: dict[str, Any] | None
-    lint: dict[str, Any]
-    manifest: dict[str, Any] | None
+    diff: DiffReportJSON | None
+    lint: LintReportJSON
+    manifest: MigrationManifest | None  # the dry-run's, as written
     out: Path | None
     note: str | None = None
-    applied: dict[str, Any] | None = None
+    applied: Applied | None = None
     met: list[str] = field(default_factory=list)
 
     def figures(self) -> dict[str, int]:
@@ -247,7 +271,9 @@ class Change:
         if d is None:
             return {"decisions_changed": 0, "lost_failures": 0, "failures_caught": 0, "successes_lost": 0,
                     "review_load_change": 0, "lint_warnings": lint_warnings, "unreplayable": 0}
-        impact = d["impact"]
+        from workbench.migration.impact import measured
+
+        impact = measured(d["impact"])
         # A known failure the draft now approves and the baseline did not: a failure it lets through.
         lost = sum(cell["failure"] for cell in d["outcomes"]["by_transition"]
                    if cell["to"] == "yes" and cell["from"] != "yes")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.migration.impact import CostModel, headline, impact, impact_rows, wilson
+from workbench.migration.impact import CostModel, headline, impact, impact_rows, measured, wilson
 
 TALLY = {
     ("yes", "no", "failure", False): 3,         # A
@@ -196,3 +196,11 @@ def test_cost_model_refusals(body):
 def test_unknown_cost_members_are_named_in_order():
     with pytest.raises(ValueError, match=r"^cost model: unknown member\(s\) aaa, zzz$"):
         CostModel.from_dict({"zzz": 1, "failure": 1.0, "aaa": 2})
+
+
+def test_a_result_without_an_impact_is_refused_where_its_figures_are_read():
+    """`measured`: the one check the CLI's summary and a policy plan's figures share."""
+    figures = impact({}, 0, CostModel(), as_of=None, review_in=0, review_out=0)
+    assert measured(figures) is figures
+    with pytest.raises(ValueError, match="carries no impact"):
+        measured(None)

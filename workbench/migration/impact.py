@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypedDict
 
 from gate.protocol.confidence import wilson_interval
 from workbench.reports.numbers import rate, rate_interval, signed, signed_interval, signed_rate
@@ -39,6 +39,62 @@ from workbench.reports.numbers import rate, rate_interval, signed, signed_interv
 Z95 = 1.959964
 APPROVED, BLOCKED, REVIEW = "yes", "no", "review"
 MATURE_CLASSES = ("success", "failure")
+
+
+class CostModelBody(TypedDict):
+    """`impact.cost_model`: the cost model as the result states it (`CostModel.to_dict`)."""
+
+    failure: float
+    review: float
+    lost_success: float
+    outcome_horizon_days: int
+
+
+class Figure(TypedDict):
+    """A count of the replayed decisions, its rate and the rate's 95% interval (None without any)."""
+
+    count: int
+    rate: float | None
+    interval_95: list[float] | None
+
+
+class LostSuccesses(Figure):
+    blocked: int
+    to_review: int
+
+
+class Immature(Figure):
+    note: str
+
+
+class ReviewChange(Figure):
+    into_review: int
+    out_of_review: int
+
+
+class NetEffect(TypedDict):
+    per_decision: float | None
+    interval_95: list[float] | None
+    total: float
+
+
+class ExpectedNetEffect(NetEffect):
+    formula: str
+
+
+class Impact(TypedDict):
+    """`dry_run.impact` (`impact`; module doc)."""
+
+    decisions_replayed: int
+    as_of: str | None
+    cost_model: CostModelBody
+    failures_caught: Figure
+    successes_lost: LostSuccesses
+    new_approvals_unobservable: Figure
+    immature: Immature
+    review_load_change: ReviewChange
+    expected_net_effect: ExpectedNetEffect
+    interval_method: str
 
 
 @dataclass(frozen=True)
@@ -60,8 +116,9 @@ class CostModel:
                 or not 0 <= self.outcome_horizon_days <= 3650:
             raise ValueError("cost model: outcome_horizon_days must be a whole number of days from 0 to 3650")
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> CostModelBody:
+        return {"failure": self.failure, "review": self.review, "lost_success": self.lost_success,
+                "outcome_horizon_days": self.outcome_horizon_days}
 
     @classmethod
     def from_dict(cls, body: Mapping[str, Any] | None) -> CostModel:
@@ -76,7 +133,7 @@ class CostModel:
 wilson = wilson_interval  # the one Wilson interval (gate.protocol.confidence)
 
 
-def _figure(count: int, n: int) -> dict[str, Any]:
+def _figure(count: int, n: int) -> Figure:
     return {"count": count, "rate": round(count / n, 6) if n else None, "interval_95": wilson(count, n)}
 
 
@@ -90,7 +147,7 @@ def _sum(tally: Tally, *, old: str | None = None, new: tuple[str, ...] = (), cla
                and (young is None or y == young))
 
 
-def _review_change(review_in: int, review_out: int, n: int) -> dict[str, Any]:
+def _review_change(review_in: int, review_out: int, n: int) -> ReviewChange:
     """Newly in review minus leaving it, per decision, with the paired normal interval."""
     if n == 0:
         return {"count": 0, "rate": None, "interval_95": None, "into_review": 0, "out_of_review": 0}
@@ -102,7 +159,7 @@ def _review_change(review_in: int, review_out: int, n: int) -> dict[str, Any]:
             "into_review": review_in, "out_of_review": review_out}
 
 
-def _net(cells: Mapping[str, tuple[int, float]], n: int) -> dict[str, Any]:
+def _net(cells: Mapping[str, tuple[int, float]], n: int) -> NetEffect:
     """Σ weight · cell / n with its multinomial standard error (cells are disjoint)."""
     if n == 0:
         return {"per_decision": None, "interval_95": None, "total": 0.0}
@@ -114,7 +171,7 @@ def _net(cells: Mapping[str, tuple[int, float]], n: int) -> dict[str, Any]:
 
 
 def impact(tally: Tally, replayed: int, cost: CostModel, *, as_of: str | None,
-           review_in: int, review_out: int) -> dict[str, Any]:
+           review_in: int, review_out: int) -> Impact:
     """`dry_run.impact` from the flip tally and the replayed decisions' count (module doc)."""
     away = (BLOCKED, REVIEW)
     caught = _sum(tally, old=APPROVED, new=away, classes=("failure",), young=False)
@@ -184,6 +241,15 @@ def impact_rows(impact: Mapping[str, Any] | None) -> list[tuple[str, str]]:
          + f" at cost of a failure {cost['failure']:g}, a review {cost['review']:g}, a lost success "
            f"{cost['lost_success']:g}"),
     ]
+
+
+def measured(impact: Impact | None) -> Impact:
+    """A dry-run result's `impact` where a caller reads its figures (the CLI's summary, a policy
+    plan's `--fail-on` figures): every dry-run `summarize` makes measures one; a result without it
+    (built by hand, not by a dry-run) is refused here rather than read as no impact."""
+    if impact is None:
+        raise ValueError("the dry-run result carries no impact: it was not made by a dry-run")
+    return impact
 
 
 def headline(impact: Mapping[str, Any]) -> str:
