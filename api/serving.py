@@ -442,6 +442,7 @@ class GateServer(BaseApplication):  # type: ignore[misc]  # gunicorn ships no ty
         self.cfg.set("keepalive", SERVE_KEEPALIVE_S)
         self.cfg.set("accesslog", None)
         self.cfg.set("graceful_timeout", 10)
+        self.cfg.set("timeout", self.settings.worker_timeout)  # the arbiter restarts a worker silent this long
         # No shared control socket in $HOME: several gates (and tests) run side by side.
         self.cfg.set("control_socket_disable", True)
         self.cfg.set("child_exit", metrics_child_exit)

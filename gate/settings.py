@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 from gate.errors import CodedError
@@ -54,6 +54,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_MAX_BODY_BYTES", "1048576", "larger request bodies answer 413"),
     ("GATE_MAX_PACKET_BYTES", "16777216", "body limit of POST /api/decision/packet/verify"),
     ("GATE_REQUEST_READ_TIMEOUT", "10", "seconds to send one request's head and body (else 408)"),
+    ("GATE_WORKER_TIMEOUT", "30", "seconds a gate serve worker's loop may go silent before the arbiter restarts it (5-3600)"),
     ("GATE_SCHEMA_URL", "/schemas/rulebook-v1.schema.json", "rulebook_contract.schema_url in records"),
     ("GATE_POLICY_DIR", "the package's gate/data/rulebooks", "operator-published rulebooks (policy-bundles registry)"),
     ("GATE_AUTO_MIGRATE", "true", "run ledger migrations when the app starts"),
@@ -72,7 +73,8 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_EVENTS_DISPATCH", "true", "a webhook and stream dispatcher thread in each gate serve worker"),
     ("GATE_EVENTS_INTERVAL_MS", "1000", "how often a dispatcher looks for due deliveries (50-3600000)"),
     ("GATE_EVENTS_RETENTION_DAYS", "30",
-     "days an event stays replayable; older, settled events are pruned (docs/events.md); 0: keep all"),
+     ("days an event stays replayable; older, settled events and delivery attempts (a subscription's newest "
+      "200 aside) are pruned (docs/events.md); 0: keep all")),
     ("GATE_EVENTS_CONCURRENCY", "8",
      "subscriptions a dispatcher delivers at once; one scope gets at most half of them (1-64)"),
     ("GATE_EVENTS_LEASE_SECONDS", "60",
@@ -120,6 +122,8 @@ class Settings:
     policy_dir: Path | None = None
     auto_migrate: bool = True
     request_read_timeout: float = 10.0
+    # Seconds a serving worker's main loop may go without telling gunicorn's arbiter it is alive.
+    worker_timeout: int = 30
     decide_confidence: bool = True
     # How often (milliseconds) each worker stats the keyring file to pick up signing-init/rotate; 0: never.
     signing_key_check_ms: int = 1000
@@ -158,8 +162,8 @@ class Settings:
     checkpoint_every: int = 100
     # Events out (docs/events.md): hosts a webhook may reach although they resolve inside
     # (loopback, private, link-local), named by the operator; the dispatcher's pass interval and
-    # its lease on a subscription (docs/events.md, "Guarantees"); how long delivered events are
-    # kept (days, 0 for ever: docs/events.md, "Retention").
+    # its lease on a subscription (docs/events.md, "Guarantees"); how long delivered events and
+    # delivery attempts are kept (days, 0 for ever: docs/events.md, "Retention").
     webhook_allow_hosts: tuple[str, ...] = ()
     events_dispatch: bool = True
     events_interval_ms: int = 1000
@@ -218,6 +222,7 @@ class Settings:
             policy_dir=Path(policy_dir) if policy_dir else _default_policy_dir(),
             auto_migrate=_flag(env.get("GATE_AUTO_MIGRATE", "true"), "GATE_AUTO_MIGRATE"),
             request_read_timeout=_seconds(env.get("GATE_REQUEST_READ_TIMEOUT", "10"), "GATE_REQUEST_READ_TIMEOUT"),
+            worker_timeout=_whole(env.get("GATE_WORKER_TIMEOUT", "30"), "GATE_WORKER_TIMEOUT", 5, 3600),
             decide_confidence=_flag(env.get("GATE_DECIDE_CONFIDENCE", "true"), "GATE_DECIDE_CONFIDENCE"),
             signing_key_check_ms=_whole(env.get("GATE_SIGNING_KEY_CHECK_MS", "1000"), "GATE_SIGNING_KEY_CHECK_MS",
                                         0, 3_600_000),
@@ -293,7 +298,18 @@ def _http_url(value: str | None, name: str) -> str | None:
     return value
 
 
-def _channel_settings(env: Mapping[str, str]) -> dict[str, Any]:
+class _ChannelSettings(TypedDict):
+    """The reviewers' channels' fields of `Settings`."""
+
+    smtp_url: str | None
+    smtp_from: str | None
+    slack_bot_token: str | None
+    slack_api_url: str
+    slack_signing_secret: str | None
+    grants_file: Path | None
+
+
+def _channel_settings(env: Mapping[str, str]) -> _ChannelSettings:
     """The reviewers' channels: an smtp:// or smtps:// server and its From address (both or
     neither), the Slack bot token, API address and signing secret, the grants file."""
     smtp_url, smtp_from = env.get("GATE_SMTP_URL") or None, env.get("GATE_SMTP_FROM") or None
@@ -333,7 +349,24 @@ def _default_policy_dir() -> Path | None:
     return candidate if candidate.is_dir() else None
 
 
-def _policycheck_settings(env: Mapping[str, str]) -> dict[str, Any]:
+class _ProxySettings(TypedDict):
+    """Whose address header names the client: `Settings.client_address_header` and `trusted_proxies`."""
+
+    client_address_header: str | None
+    trusted_proxies: tuple[ProxyNetwork, ...]
+
+
+class _PolicycheckSettings(_ProxySettings):
+    """The public routes' fields of `Settings`: their rate limits, the workflow token, the proxies."""
+
+    policycheck_rate_limit: int
+    workflow_token: str | None
+    public_rate_limit: int
+    public_verify_rate_limit: int
+    public_verify_concurrency: int
+
+
+def _policycheck_settings(env: Mapping[str, str]) -> _PolicycheckSettings:
     """`GATE_POLICYCHECK_RATE_LIMIT` (requests per client per minute) and `GATE_WORKFLOW_TOKEN`."""
     try:
         limit = int(env.get("GATE_POLICYCHECK_RATE_LIMIT", "600"))
@@ -344,15 +377,17 @@ def _policycheck_settings(env: Mapping[str, str]) -> dict[str, Any]:
     token = env.get("GATE_WORKFLOW_TOKEN") or None
     if token is not None and (len(token) < 16 or not token.isascii() or not token.isprintable() or " " in token):
         raise SettingsError("GATE_WORKFLOW_TOKEN must be at least 16 visible ASCII characters")
-    public = {key: _whole(env.get(name, default), name, 1, high) for name, key, default, high in (
-        ("GATE_PUBLIC_RATE_LIMIT", "public_rate_limit", "600", 1_000_000),
-        ("GATE_PUBLIC_VERIFY_RATE_LIMIT", "public_verify_rate_limit", "60", 1_000_000),
-        ("GATE_PUBLIC_VERIFY_CONCURRENCY", "public_verify_concurrency", "1", 64))}
-    return {"policycheck_rate_limit": limit, "workflow_token": token, **public,
+    return {"policycheck_rate_limit": limit, "workflow_token": token,
+            "public_rate_limit": _whole(env.get("GATE_PUBLIC_RATE_LIMIT", "600"), "GATE_PUBLIC_RATE_LIMIT",
+                                        1, 1_000_000),
+            "public_verify_rate_limit": _whole(env.get("GATE_PUBLIC_VERIFY_RATE_LIMIT", "60"),
+                                               "GATE_PUBLIC_VERIFY_RATE_LIMIT", 1, 1_000_000),
+            "public_verify_concurrency": _whole(env.get("GATE_PUBLIC_VERIFY_CONCURRENCY", "1"),
+                                                "GATE_PUBLIC_VERIFY_CONCURRENCY", 1, 64),
             **_proxy_settings(env.get("GATE_CLIENT_ADDRESS_HEADER"), env.get("GATE_TRUSTED_PROXIES"))}
 
 
-def _proxy_settings(header: str | None, proxies: str | None) -> dict[str, Any]:
+def _proxy_settings(header: str | None, proxies: str | None) -> _ProxySettings:
     """`GATE_CLIENT_ADDRESS_HEADER` and `GATE_TRUSTED_PROXIES`: both or neither."""
     header = (header or "").strip() or None
     names = [item.strip() for item in (proxies or "").split(",") if item.strip()]
@@ -367,25 +402,33 @@ def _proxy_settings(header: str | None, proxies: str | None) -> dict[str, Any]:
     return {"client_address_header": header, "trusted_proxies": networks}
 
 
-def _adapter_settings(env: Mapping[str, str]) -> dict[str, Any]:
+class _AdapterSettings(TypedDict):
+    """The adapter workers' fields of `Settings`."""
+
+    adapter_pool_size: int
+    adapter_memory_mb: int
+    adapter_plugins: bool
+
+
+def _adapter_settings(env: Mapping[str, str]) -> _AdapterSettings:
     """`GATE_ADAPTER_POOL_SIZE` (0-16 warm workers, 0 = start each cold), `GATE_ADAPTER_MEMORY_MB`
     (64-4096 MiB address space per worker) and `GATE_ADAPTER_PLUGINS` (load entry-point plugins)."""
-    values: dict[str, Any] = {}
-    for name, key, low, high, default in (("GATE_ADAPTER_POOL_SIZE", "adapter_pool_size", 0, 16, "2"),
-                                          ("GATE_ADAPTER_MEMORY_MB", "adapter_memory_mb", 64, 4096, "256")):
-        raw = env.get(name, default)
-        try:
-            value = int(raw)
-        except ValueError:
-            value = low - 1
-        if not low <= value <= high:
-            raise SettingsError(f"{name} must be a whole number from {low} to {high}, not {raw!r}")
-        values[key] = value
-    values["adapter_plugins"] = _flag(env.get("GATE_ADAPTER_PLUGINS", "true"), "GATE_ADAPTER_PLUGINS")
-    return values
+    return {"adapter_pool_size": _whole(env.get("GATE_ADAPTER_POOL_SIZE", "2"), "GATE_ADAPTER_POOL_SIZE", 0, 16),
+            "adapter_memory_mb": _whole(env.get("GATE_ADAPTER_MEMORY_MB", "256"), "GATE_ADAPTER_MEMORY_MB", 64, 4096),
+            "adapter_plugins": _flag(env.get("GATE_ADAPTER_PLUGINS", "true"), "GATE_ADAPTER_PLUGINS")}
 
 
-def _advisor_settings(env: Mapping[str, str]) -> dict[str, Any]:
+class _AdvisorSettings(TypedDict):
+    """The advisory modes' fields of `Settings`."""
+
+    advisory_modes: bool
+    advisor_base_url: str | None
+    advisor_models: tuple[str, ...]
+    advisor_api_key: str | None
+    advisor_timeout: float
+
+
+def _advisor_settings(env: Mapping[str, str]) -> _AdvisorSettings:
     """`GATE_ADVISORY_MODES`, `GATE_ADVISOR_BASE_URL`, `GATE_ADVISOR_MODEL` (one model, or several
     separated by commas for `multi`), `GATE_ADVISOR_API_KEY` or `GATE_ADVISOR_API_KEY_FILE` (never
     both; never logged), `GATE_ADVISOR_TIMEOUT` (seconds per advisor request, connect to last byte, default 10)."""
@@ -425,7 +468,16 @@ def _advisor_settings(env: Mapping[str, str]) -> dict[str, Any]:
             "advisor_timeout": seconds}
 
 
-def _ci_settings(env: Mapping[str, str]) -> dict[str, Any]:
+class _CiSettings(TypedDict):
+    """The CI runs' fields of `Settings`: the OIDC issuer and audience, and the claims read."""
+
+    ci_issuer: str | None
+    ci_audience: str | None
+    ci_repository_claim: str
+    ci_ref_claim: str
+
+
+def _ci_settings(env: Mapping[str, str]) -> _CiSettings:
     """`GATE_CI_ISSUER` (https, or http on loopback: checked again at discovery),
     `GATE_CI_AUDIENCE` and `GATE_GRANTS_FILE` (the one grants file, whose `ci` member it reads at start
     and when it changes), the first two together or neither; `GATE_CI_REPOSITORY_CLAIM` and `GATE_CI_REF_CLAIM` (claim names, defaults
@@ -438,14 +490,16 @@ def _ci_settings(env: Mapping[str, str]) -> dict[str, Any]:
                             "member gives CI runs their roles), or neither")
     if audience is not None and (len(audience) > 500 or not audience.isprintable()):
         raise SettingsError("GATE_CI_AUDIENCE must be at most 500 printable characters")
-    claims = {}
-    for name, key, default in (("GATE_CI_REPOSITORY_CLAIM", "ci_repository_claim", "repository"),
-                               ("GATE_CI_REF_CLAIM", "ci_ref_claim", "ref")):
-        value = (env.get(name) or default).strip()
-        if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", value):
-            raise SettingsError(f"{name} must be a claim name (letters, digits, '_', '.', ':', '-')")
-        claims[key] = value
-    return {"ci_issuer": issuer, "ci_audience": audience, **claims}
+    return {"ci_issuer": issuer, "ci_audience": audience,
+            "ci_repository_claim": _claim_name(env, "GATE_CI_REPOSITORY_CLAIM", "repository"),
+            "ci_ref_claim": _claim_name(env, "GATE_CI_REF_CLAIM", "ref")}
+
+
+def _claim_name(env: Mapping[str, str], name: str, default: str) -> str:
+    value = (env.get(name) or default).strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", value):
+        raise SettingsError(f"{name} must be a claim name (letters, digits, '_', '.', ':', '-')")
+    return value
 
 
 def _checkpoint_log(location: str, home: Path) -> Path | None:
@@ -456,7 +510,14 @@ def _checkpoint_log(location: str, home: Path) -> Path | None:
     return Path(location).resolve() if location else home / "checkpoints.jsonl"
 
 
-def _operations_settings(env: Mapping[str, str]) -> dict[str, Any]:
+class _OperationsSettings(TypedDict):
+    """The operator's fields of `Settings`: the metrics token and the policy sources' age limit."""
+
+    metrics_token: str | None
+    policy_source_max_age_days: int
+
+
+def _operations_settings(env: Mapping[str, str]) -> _OperationsSettings:
     """`GATE_METRICS_TOKEN` or `GATE_METRICS_TOKEN_FILE` (≥ 16 visible ASCII characters; never
     both; never logged) and `GATE_POLICY_SOURCE_MAX_AGE_DAYS` (1–3650, default 180)."""
     token, token_file = env.get("GATE_METRICS_TOKEN") or None, env.get("GATE_METRICS_TOKEN_FILE") or None

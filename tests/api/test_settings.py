@@ -51,3 +51,21 @@ def test_the_events_concurrency_defaults_to_eight_and_refuses_what_it_cannot_use
     for value in ("0", "65", "1.5", "many"):
         with pytest.raises(SettingsError, match="GATE_EVENTS_CONCURRENCY"):
             Settings.from_env({"GATE_HOME": str(tmp_path), "GATE_EVENTS_CONCURRENCY": value})
+
+
+def test_the_worker_timeout_defaults_to_thirty_seconds_and_reaches_gunicorn(tmp_path):
+    """`GATE_WORKER_TIMEOUT`: how long a serving worker's loop may go silent before gunicorn's
+    arbiter restarts it (the unread-close tests run with 10 s to prove no stall in less time)."""
+    from api.serving import GateServer
+
+    assert Settings.from_env({"GATE_HOME": str(tmp_path)}).worker_timeout == 30
+    settings = Settings.from_env({"GATE_HOME": str(tmp_path), "GATE_WORKER_TIMEOUT": "12"})
+    assert settings.worker_timeout == 12
+    assert GateServer(settings, "127.0.0.1", 0, workers=1).cfg.timeout == 12
+    assert GateServer(Settings.from_env({"GATE_HOME": str(tmp_path)}), "127.0.0.1", 0, workers=1).cfg.timeout == 30
+
+
+@pytest.mark.parametrize("value", ["4", "3601", "0", "-1", "ten", "", "7.5"])
+def test_an_unusable_worker_timeout_refuses_to_start(tmp_path, value):
+    with pytest.raises(SettingsError, match="GATE_WORKER_TIMEOUT must be a whole number from 5 to 3600"):
+        Settings.from_env({"GATE_HOME": str(tmp_path), "GATE_WORKER_TIMEOUT": value})

@@ -2,9 +2,9 @@
 snapshots; `gate report` and `gate dry-run` (and its --verify) over the Iceberg layout equal to
 the Parquet layout; and one-line errors with exit status 2 that write nothing: an unreachable
 catalog, options without the format, a layout switch, a missing snapshot, a changed data file.
-After the first Iceberg export (a subprocess, as are the error tests'), the walk over the layout
-runs the same command lines in this process (`tests.cli_in_process`): one import of PyIceberg
-instead of one per command."""
+After the first Iceberg export and the first refusal (subprocesses: the entry point and exit
+status 2 as a shell sees them), every other command line runs in this process
+(`tests.cli_in_process`): one import of PyIceberg instead of one per command."""
 
 from __future__ import annotations
 
@@ -112,18 +112,19 @@ def test_export_report_and_dry_run_over_the_iceberg_layout(seeded, tmp_path):
 
 def test_errors_exit_2_with_one_line_and_write_nothing(seeded, tmp_path):
     fresh = tmp_path / "fresh"
+    # One refusal as a shell sees it (a subprocess), the rest in this process (tests.cli_in_process).
     line = one_error_line(gate(["export", "--out", str(fresh), "--format", "iceberg", "--catalog-uri",
                                 "postgresql+psycopg://gate:secret@127.0.0.1:9/none"], seeded))
     assert "cannot open the Iceberg catalog postgresql+psycopg://gate:***@127.0.0.1:9/none" in line
     assert "secret" not in line and not (fresh / "manifest.json").exists()
-    assert "need --format iceberg" in one_error_line(gate(["export", "--out", str(fresh), "--namespace", "x"], seeded))
+    assert "need --format iceberg" in one_error_line(here(["export", "--out", str(fresh), "--namespace", "x"], seeded))
     parquet = tmp_path / "parquet"
-    assert gate(["export", "--out", str(parquet)], seeded).returncode == 0
+    assert here(["export", "--out", str(parquet)], seeded).returncode == 0
     before = (parquet / "manifest.json").read_bytes()
     writer = LedgerWriter(seeded["GATE_DATABASE_URL"], Path(seeded["GATE_SIGNING_KEY_FILE"]))
     writer.decide("acme", at(6, 1))
     writer.close()
-    line = one_error_line(gate(["export", "--out", str(parquet), "--format", "iceberg"], seeded))
+    line = one_error_line(here(["export", "--out", str(parquet), "--format", "iceberg"], seeded))
     assert "holds a Parquet dataset: export it with --format parquet" in line
     assert (parquet / "manifest.json").read_bytes() == before and not (parquet / "iceberg").exists()
 
@@ -138,8 +139,8 @@ def test_a_rollup_rebuild_of_an_iceberg_dataset_is_refused_and_writes_nothing(se
     """The Iceberg layout keeps no rollups: a rebuild (which reads the Parquet file lists) is
     refused with one line, never a run of empty rollups that reports would then trust."""
     ice = tmp_path / "ice"
-    assert gate(["export", "--out", str(ice), "--format", "iceberg"], seeded).returncode == 0
+    assert here(["export", "--out", str(ice), "--format", "iceberg"], seeded).returncode == 0
     before = (ice / "manifest.json").read_bytes()
-    line = one_error_line(gate(["export", "--out", str(ice), "--rebuild-rollups"], seeded))
+    line = one_error_line(here(["export", "--out", str(ice), "--rebuild-rollups"], seeded))
     assert "Iceberg layout, which keeps no report rollups" in line
     assert (ice / "manifest.json").read_bytes() == before and not (ice / "rollups").exists()
