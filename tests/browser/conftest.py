@@ -127,9 +127,20 @@ _TABLES = """() => {
 }"""
 
 
+# The pages' status lines (a Markdown pane draws its text inside its host's shadow root, beside
+# its style sheets).
+_STATUS_LINES = """hosts => hosts.map(host => Array.from((host.shadowRoot || host).children)
+  .filter(node => node.tagName !== 'STYLE' && node.tagName !== 'LINK')
+  .map(node => node.innerText || '').join(' ').trim()).filter(Boolean)"""
+
+
+# What each code editor in the page holds (a draft the server never received shows here).
+_EDITORS = "editors => editors.map(node => node.env ? node.env.editor.getValue() : '')"
+
+
 def failure_evidence(page, name: str, console: list[str]) -> str:
     """A failed test's browser state, printed into the test's report (CI keeps only its output):
-    the address, the page's tables, its script errors and the last console lines; and a
+    the address, the page's tables and status lines, its script errors and the last console lines; and a
     screenshot beside the others. Whatever cannot be read is said, never raised."""
     lines = [f"browser evidence for {name}:"]
     try:
@@ -137,6 +148,10 @@ def failure_evidence(page, name: str, console: list[str]) -> str:
         lines.append(f"  screenshot: {screenshot(page, f'failed-{name}')}")
         for table in page.evaluate(_TABLES):
             lines.append(f"  table: {table}")
+        for message in page.locator(".wb-message").evaluate_all(_STATUS_LINES):
+            lines.append(f"  status: {message!r}")
+        for text in page.locator(".ace_editor").evaluate_all(_EDITORS):
+            lines.append(f"  editor ({len(text)} characters): {text[:160]!r}")
     except Exception as exc:  # noqa: BLE001 - the page may be gone; the test's own failure stands
         lines.append(f"  (page unreadable: {type(exc).__name__}: {exc})")
     lines.extend(f"  page error: {error}" for error in getattr(page, "errors", []))
@@ -183,40 +198,30 @@ def click_until(target, shown, attempts: int = 4, seconds: float = 15) -> None:
                 raise
 
 
-def edit_cell(page, table: str, row: int, field: str, text: str, attempts: int = 6) -> None:
+def edit_cell(page, table: str, row: int, field: str, text: str) -> None:
     """Type `text` into a cell's editor key by key, as an author types, and commit it with Enter
     (`fill()` sets the text at once and missed the keys the table took for its own: Tabulator's
-    key bindings read `"` as Page Down and dropped every quote). The rule table is drawn again
-    when the draft it shows arrives (the editor's text, then the table); on a busy host the click
-    that opens the editor can land on the table being replaced, and no editor opens (CI saw the
-    fill wait 60 s for it), or the table is drawn before its pane has its height, and Tabulator's
-    virtual rows leave the row out of the page (CI saw the click wait 60 s for the cell). The cell
-    is found again and clicked until its editor shows, the table laid out again between tries.
-    A row drawn again while it is typed (its editor closes with it) is typed again too; an editor
-    that closes in a row still standing is what the test looks for: a key that left it."""
-    rows = page.locator(f"{table} .tabulator-row")
-    for attempt in range(attempts):
-        cell = table_cell(page, table, row, field)
-        try:
-            cell.click(timeout=15_000)
-            editor = cell.locator("input")
-            editor.wait_for(timeout=10_000)
-            # Mark the row: a row the table draws again (a draft arriving from the server) is a
-            # new element without the mark, and its editor closes for that reason, not for a key.
-            rows.nth(row).evaluate("node => { node.dataset.typing = '1'; }")
-            editor.press("Control+A", timeout=10_000)
-            editor.press_sequentially(text, timeout=30_000)
-            if editor.count() == 0 and page.locator(f"{table} .tabulator-row[data-typing='1']").count() == 0:
-                raise PlaywrightTimeout("the table was drawn again while the cell was typed")
-            assert editor.count() == 1, f"the cell's editor closed while {text!r} was typed (a key left it)"
-            typed = editor.input_value(timeout=10_000)
-            assert typed == text, f"the cell's editor holds {typed!r}, typed {text!r}"
-            editor.press("Enter", timeout=10_000)
-            return
-        except PlaywrightTimeout:
-            if attempt == attempts - 1:
-                raise
-            _lay_out_again(page)
+    key bindings read `"` as Page Down and dropped every quote). One try: the cell is clicked,
+    its editor waited for, typed into, checked and committed. The rule table draws every row
+    (none is left out of the page), answers an edit with only the cells the browser does not show
+    yet, and sends nothing for a draft with equal rows, so nothing the author did not cause draws
+    it again while they type; an editor that closes is a failure, and the message says whether
+    a key left it or the table was drawn again under it (its row is then a new element)."""
+    cell = table_cell(page, table, row, field)
+    cell.click()
+    editor = cell.locator("input")
+    editor.wait_for()
+    # Mark the row: a row the table draws again is a new element without the mark.
+    page.locator(f"{table} .tabulator-row").nth(row).evaluate("node => { node.dataset.typing = '1'; }")
+    editor.press("Control+A")
+    editor.press_sequentially(text)
+    if editor.count() == 0:
+        drawn = page.locator(f"{table} .tabulator-row[data-typing='1']").count() == 0
+        raise AssertionError(f"the cell's editor closed while {text!r} was typed: "
+                             + ("the table was drawn again under it" if drawn else "a key left it"))
+    typed = editor.input_value()
+    assert typed == text, f"the cell's editor holds {typed!r}, typed {text!r}"
+    editor.press("Enter")
 
 
 def _lay_out_again(page) -> None:

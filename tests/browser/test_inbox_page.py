@@ -19,7 +19,7 @@ from playwright.sync_api import expect
 
 from gate.principals import Principal
 from gate.services.decide import Caller
-from tests.browser.conftest import Workbench, screenshot, wait_for_rows
+from tests.browser.conftest import Workbench, click_until, failure_evidence, screenshot, wait_for_rows
 from tests.browser.test_workbench_xss import WATCH, violations
 from tests.oidc_support import oidc_provider, password  # noqa: F401  # the session fixture
 from tests.server.support import free_port
@@ -80,22 +80,52 @@ def inbox(tmp_path_factory, oidc_provider):  # noqa: F811
     server.stop()
 
 
-def signed_in(browser, server, name: str, url: str):
-    """A fresh browser (its own cookies) that opens `url`, signs in as `name` at the provider and
-    is sent back to `url`; every dialog is recorded (and dismissed)."""
-    context = browser.new_context(viewport={"width": 1500, "height": 1300})
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    page.errors, page.dialogs = [], []
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
-    page.add_init_script(WATCH)  # every Content-Security-Policy violation, recorded
-    page.goto(url)
-    page.locator("input[name=login]").fill(name)
-    page.locator("input[name=password]").fill(password(name))
-    page.locator("button[type=submit]").click()
-    page.locator("select").first.wait_for()
-    return context, page
+@pytest.fixture
+def sign_in(browser, request):
+    """`sign_in(server, name, url)`: a fresh browser (its own cookies) that opens `url`, signs in as
+    `name` at the provider and is sent back to `url`; every dialog is recorded (and dismissed).
+    The contexts close after the test, once a failed test's evidence (screenshot, tables, console,
+    script errors) is printed, as the `page` fixture does for the other browser tests."""
+    opened = []
+
+    def open_signed_in(server, name: str, url: str):
+        context = browser.new_context(viewport={"width": 1500, "height": 1300})
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        page.errors, page.dialogs, page.console = [], [], []
+        page.on("pageerror", lambda error: page.errors.append(str(error)))
+        page.on("console", lambda message: page.console.append(f"{message.type}: {message.text}"))
+        page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+        page.add_init_script(WATCH)  # every Content-Security-Policy violation, recorded
+        opened.append((context, page))
+        page.goto(url)
+        page.locator("input[name=login]").fill(name)
+        page.locator("input[name=password]").fill(password(name))
+        page.locator("button[type=submit]").click()
+        page.locator("select").first.wait_for()
+        return page
+
+    yield open_signed_in
+    report = getattr(request.node, "report_call", None)
+    for number, (context, page) in enumerate(opened, 1):
+        if report is not None and report.failed:
+            print(failure_evidence(page, f"{request.node.name}-{number}", page.console))
+        context.close()
+
+
+def propose_approval(page, decision_id: str) -> None:
+    """Click Approve until the page asks to confirm the approval of `decision_id`. The page draws
+    its buttons again as the hold and the proposal change; on a busy host a click on one being
+    laid out can be lost (nothing reaches the server: a fresh-clone CI run waited 60 s for an
+    approval), so a click is made again while nothing answered it (proposing twice sends nothing)."""
+    asked = page.locator(".inbox-confirmation").get_by_text(f"Approve held action {decision_id} in scope")
+    click_until(lambda: page.locator(".inbox-approve button"), asked)
+
+
+def confirm_approval(page, done: str) -> None:
+    """Click Confirm until `done` shows. A click that got through closes the proposal and hides
+    the button with it, so the approval is never sent twice."""
+    click_until(lambda: page.locator(".inbox-confirm button"), page.get_by_text(done))
 
 
 def assert_text_only(page) -> None:
@@ -104,40 +134,36 @@ def assert_text_only(page) -> None:
     assert violations(page) == []
 
 
-def test_a_reviewer_follows_a_holds_link_signs_in_and_approves_it(browser, inbox):
+def test_a_reviewer_follows_a_holds_link_signs_in_and_approves_it(sign_in, inbox):
     server, issuer, held = inbox
     target = held["target"]
-    context, bob = signed_in(browser, server, "bob", server.url + hold_href(SCOPE, target["decision_id"]))
+    bob = sign_in(server, "bob", server.url + hold_href(SCOPE, target["decision_id"]))
+    bob.get_by_text("signed in as Bob Approver · roles here: reviewer").wait_for()
+    hold = bob.locator(".inbox-hold")
+    hold.get_by_text(f"Hold {target['decision_id']} · open").wait_for()  # the link opened it, after sign-in
+    hold.get_by_text("condition margin_percent < 20").wait_for()
+    hold.get_by_text(HOSTILE_VALUE).wait_for()  # a fact's value, as typed by the caller
+    hold.get_by_text(HOSTILE_FACT).wait_for()  # a fact's name
+    bob.locator(".inbox-verification").get_by_text("the decision record verifies").wait_for()
+    bob.locator(".inbox-similar .tabulator-cell", has_text=HOSTILE_NOTE).wait_for()  # the denied neighbour
+    ledger, holds = hold_service(server.home)
     try:
-        bob.get_by_text("signed in as Bob Approver · roles here: reviewer").wait_for()
-        hold = bob.locator(".inbox-hold")
-        hold.get_by_text(f"Hold {target['decision_id']} · open").wait_for()  # the link opened it, after sign-in
-        hold.get_by_text("condition margin_percent < 20").wait_for()
-        hold.get_by_text(HOSTILE_VALUE).wait_for()  # a fact's value, as typed by the caller
-        hold.get_by_text(HOSTILE_FACT).wait_for()  # a fact's name
-        bob.locator(".inbox-verification").get_by_text("the decision record verifies").wait_for()
-        bob.locator(".inbox-similar .tabulator-cell", has_text=HOSTILE_NOTE).wait_for()  # the denied neighbour
-        ledger, holds = hold_service(server.home)
-        try:
-            assert holds.resolution(SCOPE, target["decision_id"])["state"] == "open"  # a link alone resolves nothing
-        finally:
-            ledger.dispose()
-        bob.get_by_label("Resolution code", exact=True).press_sequentially("CHECKED_WITH_OWNER")
-        bob.get_by_label("Note", exact=True).press_sequentially(HOSTILE_NOTE)
-        bob.locator(".inbox-approve button").click()
-        confirmation = bob.locator(".inbox-confirmation")
-        confirmation.get_by_text(f"Approve held action {target['decision_id']} in scope {SCOPE}?").wait_for()
-        confirmation.get_by_text("Quorum: approval 1 of 1: it closes the hold as approved").wait_for()
-        screenshot(bob, "inbox-1-reviewer-confirms")
-        bob.locator(".inbox-confirm button").click()
-        bob.get_by_text(f"{target['decision_id']} is approved: hold event").wait_for()
-        bob.locator(".inbox-events .tabulator-cell", has_text=HOSTILE_NOTE).first.wait_for()
-        bob.locator(".inbox-verification").get_by_text("the resolution (approved) verifies").wait_for()
-        assert bob.locator(".inbox-steps").is_hidden()  # a closed hold takes no more steps
-        screenshot(bob, "inbox-2-reviewer-approved")
-        assert_text_only(bob)
+        assert holds.resolution(SCOPE, target["decision_id"])["state"] == "open"  # a link alone resolves nothing
     finally:
-        context.close()
+        ledger.dispose()
+    bob.get_by_label("Resolution code", exact=True).press_sequentially("CHECKED_WITH_OWNER")
+    bob.get_by_label("Note", exact=True).press_sequentially(HOSTILE_NOTE)
+    propose_approval(bob, target["decision_id"])
+    confirmation = bob.locator(".inbox-confirmation")
+    confirmation.get_by_text(f"Approve held action {target['decision_id']} in scope {SCOPE}?").wait_for()
+    confirmation.get_by_text("Quorum: approval 1 of 1: it closes the hold as approved").wait_for()
+    screenshot(bob, "inbox-1-reviewer-confirms")
+    confirm_approval(bob, f"{target['decision_id']} is approved: hold event")
+    bob.locator(".inbox-events .tabulator-cell", has_text=HOSTILE_NOTE).first.wait_for()
+    bob.locator(".inbox-verification").get_by_text("the resolution (approved) verifies").wait_for()
+    assert bob.locator(".inbox-steps").is_hidden()  # a closed hold takes no more steps
+    screenshot(bob, "inbox-2-reviewer-approved")
+    assert_text_only(bob)
 
     from gate.holds.events import verify_resolution
 
@@ -169,7 +195,7 @@ _FORCE_DENY = """() => {
 }"""
 
 
-def test_a_viewer_sees_the_inbox_without_steps_and_the_service_refuses_a_forced_one(browser, inbox):
+def test_a_viewer_sees_the_inbox_without_steps_and_the_service_refuses_a_forced_one(sign_in, inbox):
     server, _, held = inbox
     other = held["other"]["decision_id"]
     ledger, holds = hold_service(server.home)
@@ -178,22 +204,19 @@ def test_a_viewer_sees_the_inbox_without_steps_and_the_service_refuses_a_forced_
     finally:
         ledger.dispose()
     url = server.url + "?" + "scope=acme&page=inbox&hold=" + "%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E"
-    context, carol = signed_in(browser, server, "carol", url)
-    try:
-        carol.get_by_text("roles here: viewer").wait_for()
-        carol.get_by_text("no hold '<img src=x onerror=alert(1)>' in scope 'acme'").wait_for()  # the link's id, as text
-        wait_for_rows(carol, ".inbox-holds")
-        carol.locator(".inbox-holds .tabulator-cell", has_text=other).click()
-        carol.locator(".inbox-hold").get_by_text(f"Hold {other} · open").wait_for()
-        assert carol.locator(".inbox-steps").is_hidden() and carol.locator(".inbox-approve").is_hidden()
-        screenshot(carol, "inbox-3-viewer")
-        assert carol.evaluate(_FORCE_DENY) >= 2
-        carol.get_by_label("Resolution code", exact=True).press_sequentially("FORCED")
-        carol.locator(".inbox-deny button").click()
-        carol.get_by_text("resolve refused (HOLD_PERMISSION_DENIED)").wait_for()
-        assert_text_only(carol)
-    finally:
-        context.close()
+    carol = sign_in(server, "carol", url)
+    carol.get_by_text("roles here: viewer").wait_for()
+    carol.get_by_text("no hold '<img src=x onerror=alert(1)>' in scope 'acme'").wait_for()  # the link's id, as text
+    wait_for_rows(carol, ".inbox-holds")
+    carol.locator(".inbox-holds .tabulator-cell", has_text=other).click()
+    carol.locator(".inbox-hold").get_by_text(f"Hold {other} · open").wait_for()
+    assert carol.locator(".inbox-steps").is_hidden() and carol.locator(".inbox-approve").is_hidden()
+    screenshot(carol, "inbox-3-viewer")
+    assert carol.evaluate(_FORCE_DENY) >= 2
+    carol.get_by_label("Resolution code", exact=True).press_sequentially("FORCED")
+    carol.locator(".inbox-deny button").click()
+    carol.get_by_text("resolve refused (HOLD_PERMISSION_DENIED)").wait_for()
+    assert_text_only(carol)
     ledger, holds = hold_service(server.home)
     try:
         assert holds.history_document(SCOPE)["events"] == before
@@ -207,7 +230,7 @@ def _rows(page) -> list[str]:
     return page.locator(".inbox-holds .tabulator-row .tabulator-cell[tabulator-field='decision_id']").all_inner_texts()
 
 
-def test_every_open_hold_is_on_the_page_and_the_highlight_follows_the_hold_shown(browser, inbox):
+def test_every_open_hold_is_on_the_page_and_the_highlight_follows_the_hold_shown(sign_in, inbox):
     # Issue 56: twelve open holds showed ten rows in a fixed-height table, the rest behind a scroll
     # no scrollbar showed (overlay scrollbars); after Approve → Confirm the highlight stayed on the
     # row's index (the next hold) while the detail showed the closed hold, and clicking it did nothing.
@@ -218,41 +241,38 @@ def test_every_open_hold_is_on_the_page_and_the_highlight_follows_the_hold_shown
     finally:
         ledger.dispose()
     assert count >= 12
-    context, bob = signed_in(browser, server, "bob", server.url + "?scope=acme&page=inbox")
-    try:
-        bob.get_by_text(f"{count} open hold(s) · page 1 of 1").wait_for()
-        wait_for_rows(bob, ".inbox-holds")
-        listed = _rows(bob)
-        assert len(listed) == count and {hold["decision_id"] for hold in held["more"]} <= set(listed)
-        holder = bob.locator(".inbox-holds .tabulator-tableholder")
-        assert holder.evaluate("h => h.scrollHeight - h.clientHeight") <= 0  # no row hidden behind a scroll
-        box = bob.locator(".inbox-holds .tabulator").bounding_box()
-        last = bob.locator(".inbox-holds .tabulator-row").nth(count - 1).bounding_box()
-        assert last["y"] + last["height"] <= box["y"] + box["height"] + 1
-        target, successor = listed[3], listed[4]
-        bob.locator(".inbox-holds .tabulator-cell", has_text=target).click()
-        bob.locator(".inbox-hold").get_by_text(f"Hold {target} · open").wait_for()
-        selected = bob.locator(".inbox-holds .tabulator-row.tabulator-selected")
-        assert selected.inner_text().startswith(target)
-        bob.get_by_label("Resolution code", exact=True).press_sequentially("CHECKED_WITH_OWNER")
-        bob.locator(".inbox-approve button").click()
-        bob.locator(".inbox-confirm button").click()
-        bob.get_by_text(f"{target} is approved: hold event").wait_for()
-        bob.locator(".inbox-hold").get_by_text(f"Hold {target} · approved").wait_for()
-        expect(bob.locator(".inbox-holds .tabulator-row")).to_have_count(count - 1, timeout=30_000)
-        assert target not in _rows(bob)
-        expect(selected).to_have_count(0, timeout=30_000)  # the hold shown is not on the page: no row is highlighted
-        bob.locator(".inbox-holds .tabulator-cell", has_text=successor).click()  # the row in its place
-        bob.locator(".inbox-hold").get_by_text(f"Hold {successor} · open").wait_for()
-        expect(selected).to_have_count(1, timeout=30_000)
-        assert selected.inner_text().startswith(successor)
-        screenshot(bob, "inbox-4-highlight-follows")
-        assert_text_only(bob)
-    finally:
-        context.close()
+    bob = sign_in(server, "bob", server.url + "?scope=acme&page=inbox")
+    bob.get_by_text(f"{count} open hold(s) · page 1 of 1").wait_for()
+    wait_for_rows(bob, ".inbox-holds")
+    listed = _rows(bob)
+    assert len(listed) == count and {hold["decision_id"] for hold in held["more"]} <= set(listed)
+    holder = bob.locator(".inbox-holds .tabulator-tableholder")
+    assert holder.evaluate("h => h.scrollHeight - h.clientHeight") <= 0  # no row hidden behind a scroll
+    box = bob.locator(".inbox-holds .tabulator").bounding_box()
+    last = bob.locator(".inbox-holds .tabulator-row").nth(count - 1).bounding_box()
+    assert last["y"] + last["height"] <= box["y"] + box["height"] + 1
+    target, successor = listed[3], listed[4]
+    bob.locator(".inbox-holds .tabulator-cell", has_text=target).click()
+    bob.locator(".inbox-hold").get_by_text(f"Hold {target} · open").wait_for()
+    selected = bob.locator(".inbox-holds .tabulator-row.tabulator-selected")
+    assert selected.inner_text().startswith(target)
+    bob.get_by_label("Resolution code", exact=True).press_sequentially("CHECKED_WITH_OWNER")
+    propose_approval(bob, target)
+    bob.locator(".inbox-confirmation").get_by_text("Reason code CHECKED_WITH_OWNER; signed as").wait_for()
+    confirm_approval(bob, f"{target} is approved: hold event")
+    bob.locator(".inbox-hold").get_by_text(f"Hold {target} · approved").wait_for()
+    expect(bob.locator(".inbox-holds .tabulator-row")).to_have_count(count - 1, timeout=30_000)
+    assert target not in _rows(bob)
+    expect(selected).to_have_count(0, timeout=30_000)  # the hold shown is not on the page: no row is highlighted
+    bob.locator(".inbox-holds .tabulator-cell", has_text=successor).click()  # the row in its place
+    bob.locator(".inbox-hold").get_by_text(f"Hold {successor} · open").wait_for()
+    expect(selected).to_have_count(1, timeout=30_000)
+    assert selected.inner_text().startswith(successor)
+    screenshot(bob, "inbox-4-highlight-follows")
+    assert_text_only(bob)
 
 
-def test_a_reviewer_follows_the_e_mail_s_inbox_link_signs_in_and_sees_the_hold(browser, inbox):
+def test_a_reviewer_follows_the_e_mail_s_inbox_link_signs_in_and_sees_the_hold(sign_in, inbox):
     # Issue 56: the e-mail a queue's channel sends links to the hold; the link opens it after
     # sign-in and resolves nothing.
     import re
@@ -273,13 +293,10 @@ def test_a_reviewer_follows_the_e_mail_s_inbox_link_signs_in_and_sees_the_hold(b
     page = email_message("gate@example.org", ["bob@example.org"], [notice]).get_body(("html",)).get_content()
     link = unescape(re.search(r'<a href="([^"]+)">Open it in the Inbox</a>', page).group(1))
     assert link.startswith(server.url)
-    context, bob = signed_in(browser, server, "bob", link)
-    try:
-        bob.get_by_text("roles here: reviewer").wait_for()
-        bob.locator(".inbox-hold").get_by_text(f"Hold {other} · open").wait_for()
-        assert_text_only(bob)
-    finally:
-        context.close()
+    bob = sign_in(server, "bob", link)
+    bob.get_by_text("roles here: reviewer").wait_for()
+    bob.locator(".inbox-hold").get_by_text(f"Hold {other} · open").wait_for()
+    assert_text_only(bob)
     ledger, holds = hold_service(server.home)
     try:
         assert holds.history_document(SCOPE)["events"] == before  # following the link resolved nothing
