@@ -66,7 +66,8 @@ def test_a_burst_of_keep_alive_connections_is_shared_between_the_workers(server_
     workers_booted(server.process.pid, 2)
     for connection in _burst(server.port, 8):  # each worker's first requests warm it up
         connection.close()
-    for _ in range(2):
+    splits = []
+    for _ in range(3):
         opened = _burst(server.port, 8)
         try:
             counts = _established_per_worker(server.process.pid, server.port)
@@ -74,9 +75,13 @@ def test_a_burst_of_keep_alive_connections_is_shared_between_the_workers(server_
             for connection in opened:
                 connection.close()
         assert sum(counts) == 8, counts
-        # A share (4) each; one late wake-up may cost one. Racing, the workers split 8 connections
-        # 1:7 in four bursts of six, 2:6 and 3:5 in the others (measured).
-        assert counts[0] >= 3, counts
+        splits.append(counts)
+    # A share (4) each; one late wake-up may cost one. Racing, the workers split 8 connections
+    # 1:7 in four bursts of six, 2:6 and 3:5 in the others (measured), so two shared bursts of
+    # three pass by chance about once in fourteen. Shared, a burst can still go to one worker on a
+    # loaded host: a worker whose step-backs went untaken 3 times in a row takes every connection
+    # (`ACCEPT_ALONE_AFTER`), and a CI run once saw 0:8 while the whole suite ran beside it.
+    assert sum(counts[0] >= 3 for counts in splits) >= 2, splits
 
 
 def _stub_worker(workers: int, threads: int, held: int, alone_until: float = float("-inf")):
