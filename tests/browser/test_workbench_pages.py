@@ -72,7 +72,7 @@ def replace_draft(page, text: str) -> None:
     "Valid Rulebook v1", which the loaded version already showed, and opened a cell's editor that
     the drafts still in flight then closed. The text goes over the selected old one, as a paste
     does: another CI run emptied the editor with a key first, and the typed text never reached the
-    server (it held the emptied draft for 30 s; not reproduced here in 32 tries under load, so the
+    server (it held the emptied draft for 30 s; not reproduced here in 12 tries under load, so the
     failure's evidence now prints what the editor held). A paste leaves no emptied draft between."""
     editor = page.locator(".ace_text-input")
     editor.focus()
