@@ -9,8 +9,12 @@
  *
  * - every code point below TABLE_SIZE: its combining class, whether it starts a contraction, and
  *   its own collation elements (an offset into one array of weight triples);
- * - code points from TABLE_SIZE up: their own elements in a dict (none starts a contraction or is
- *   a non-starter; gate.protocol.collation checks this when it configures the table);
+ * - code points from TABLE_SIZE up: their own elements in the same arrays, in slots after
+ *   TABLE_SIZE for the one window [high_start, high_start + high_count) that holds every such entry
+ *   (U+E0001..U+E01EF in DUCET); none starts a contraction or is a non-starter (checked when
+ *   gate.protocol.collation configures the table). A high code point used to be looked up in a
+ *   dict: an int made and hashed per character, which cost an unassigned plane-16 key four times
+ *   a Cyrillic one (CI read 5.6x at load);
  * - contractions: the pyuca trie below each starting code point, as nested (value, children)
  *   tuples, walked only where a contraction may start;
  * - implicit weights: pyuca's rule, from the ranges configure() is given.
@@ -37,16 +41,32 @@ typedef struct {
 
 static uint8_t *classes;     /* combining class per code point below TABLE_SIZE */
 static uint8_t *flags;       /* START, HAS_ENTRY */
-static uint32_t *offsets;    /* TABLE_SIZE + 1: element index of each code point's own entry */
+static uint32_t *offsets;    /* slots + 1: element index of each slot's own entry (see slot_of) */
 static uint16_t *weights;    /* three weights per element */
-static PyObject *high;       /* dict: code point >= TABLE_SIZE -> tuple of (p, s, t) */
+static uint32_t high_start, high_count;  /* the window of high code points with an entry */
+#define MAX_HIGH_WINDOW 0x10000
 static PyObject *contractions; /* dict: starting code point -> (value, children) */
 static uint8_t *start_index;    /* 1 + index into start_nodes, or 0 */
 static PyObject *start_nodes[MAX_SPECIAL];  /* borrowed from contractions */
-static uint8_t *continue_index; /* 1 + index into continue_keys, or 0: no trie holds it below a start */
-static PyObject *continue_keys[MAX_SPECIAL];  /* the code point as an int, made once */
+static uint8_t *continue_index; /* 1 where some trie holds the code point below a start, or 0 */
+/* Every edge of the tries (a node's children dict, a code point -> the child node) in one open-
+ * addressed table, so a step down a contraction costs no Python call: the dict lookup it replaced
+ * (an int key made elsewhere, so hashed and compared by value) was half the time of a key of
+ * U+0CCB (a three-character contraction after NFD). The dicts stay alive in `contractions`. */
+typedef struct {
+    PyObject *parent;  /* a children dict; NULL: an empty slot */
+    Py_UCS4 cp;
+    PyObject *node;    /* borrowed */
+} Edge;
+static Edge *edges;
+static size_t edge_mask;
 static Range ranges[MAX_RANGES];
 static int range_count;
+/* 1 + the index of the first rule whose range holds a code point below TABLE_SIZE, or 0; and the
+ * highest code point any rule holds. An unassigned code point used to be compared with every rule
+ * (21 in DUCET), which made a key of U+0378 or U+10FFFD cost 2.5 times one of U+4E00. */
+static uint8_t *range_of;
+static uint32_t range_top;
 
 /* The output. A key's output is its cost when one character expands to many elements (U+FDFA:
  * 18 per character, so a 1 MB body of it writes 6 million per level): most of that time was the
@@ -109,14 +129,24 @@ static inline void put(Levels *out, uint32_t primary, uint32_t secondary, uint32
     if (tertiary) out->t[out->size[2]++] = (Py_UCS1)tertiary;
 }
 
+static int first_rule(uint32_t cp) {
+    if (cp < TABLE_SIZE) {
+        return (int)range_of[cp] - 1;
+    }
+    for (int i = 0; cp <= range_top && i < range_count; i++) {
+        if (ranges[i].start <= cp && cp <= ranges[i].end) {
+            return i;
+        }
+    }
+    return -1;
+}
+
 static int put_implicit(Levels *out, uint32_t cp) {
     uint32_t aaaa = 0xFBC0 + (cp >> 15), bbbb = (cp & 0x7FFF) | 0x8000;
-    for (int i = 0; i < range_count; i++) {
-        if (ranges[i].start <= cp && cp <= ranges[i].end) {
-            aaaa = ranges[i].by_offset ? ranges[i].base : ranges[i].base + (cp >> 15);
-            bbbb = ranges[i].by_offset ? ((cp - ranges[i].start) | 0x8000) : ((cp & 0x7FFF) | 0x8000);
-            break;
-        }
+    int i = first_rule(cp);
+    if (i >= 0) {
+        aaaa = ranges[i].by_offset ? ranges[i].base : ranges[i].base + (cp >> 15);
+        bbbb = ranges[i].by_offset ? ((cp - ranges[i].start) | 0x8000) : ((cp & 0x7FFF) | 0x8000);
     }
     if (grow(out, 2) < 0) {
         return -1;
@@ -126,7 +156,7 @@ static int put_implicit(Levels *out, uint32_t cp) {
     return 0;
 }
 
-/* A trie value or a high code point's entry: bytes of native uint16 weights, three per element. */
+/* A trie value: bytes of native uint16 weights, three per element. */
 static int put_value(Levels *out, PyObject *value) {
     Py_ssize_t count = PyBytes_GET_SIZE(value) / (3 * (Py_ssize_t)sizeof(uint16_t));
     const uint16_t *element = (const uint16_t *)PyBytes_AS_STRING(value);
@@ -143,44 +173,89 @@ static inline unsigned class_of(Py_UCS4 cp) {
     return cp < TABLE_SIZE ? classes[cp] : 0;
 }
 
-/* A code point's own entry: 1 written, 0 none (the caller writes implicit weights), -1 error. */
-static int put_own(Levels *out, Py_UCS4 cp) {
+/* The slot of a code point's own entry in `offsets`, or -1 where it has none. */
+static inline int64_t slot_of(Py_UCS4 cp) {
     if (cp < TABLE_SIZE) {
-        if (!(flags[cp] & HAS_ENTRY)) {
-            return 0;
-        }
-        uint32_t first = offsets[cp], last = offsets[cp + 1];
-        if (grow(out, last - first) < 0) {
-            return -1;
-        }
-        for (uint32_t i = first; i < last; i++) {
-            put(out, weights[3 * i], weights[3 * i + 1], weights[3 * i + 2]);
-        }
-        return 1;
+        return (flags[cp] & HAS_ENTRY) ? (int64_t)cp : -1;
     }
-    PyObject *key = PyLong_FromUnsignedLong(cp);
-    if (key == NULL) {
+    if (cp < high_start || cp - high_start >= high_count) {
         return -1;
     }
-    PyObject *value = PyDict_GetItemWithError(high, key);  /* borrowed */
-    Py_DECREF(key);
-    if (value == NULL) {
-        return PyErr_Occurred() ? -1 : 0;
+    int64_t slot = (int64_t)TABLE_SIZE + (int64_t)(cp - high_start);
+    return offsets[slot + 1] > offsets[slot] ? slot : -1;
+}
+
+/* A code point's own entry: 1 written, 0 none (the caller writes implicit weights), -1 error. */
+static int put_own(Levels *out, Py_UCS4 cp) {
+    int64_t slot = slot_of(cp);
+    if (slot < 0) {
+        return 0;
     }
-    return put_value(out, value) < 0 ? -1 : 1;
+    uint32_t first = offsets[slot], last = offsets[slot + 1];
+    if (grow(out, last - first) < 0) {
+        return -1;
+    }
+    for (uint32_t i = first; i < last; i++) {
+        put(out, weights[3 * i], weights[3 * i + 1], weights[3 * i + 2]);
+    }
+    return 1;
 }
 
 static inline int has_own(Py_UCS4 cp) {
-    return cp < TABLE_SIZE ? (flags[cp] & HAS_ENTRY) != 0 : -1;  /* -1: ask the dict */
+    return slot_of(cp) >= 0;
 }
 
 /* children.get(cp) for a trie node's children (a dict or None); borrowed, NULL when absent. Only
  * code points that continue some contraction can be there: the others are answered without a lookup. */
+static inline size_t edge_slot(PyObject *parent, Py_UCS4 cp) {
+    uint64_t h = ((uint64_t)(uintptr_t)parent >> 4) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)cp * 0xC2B2AE3D27D4EB4FULL;
+    return (size_t)(h ^ (h >> 29)) & edge_mask;
+}
+
 static PyObject *child(PyObject *children, Py_UCS4 cp) {
     if (children == Py_None || cp >= TABLE_SIZE || !continue_index[cp]) {
         return NULL;
     }
-    return PyDict_GetItemWithError(children, continue_keys[continue_index[cp] - 1]);
+    for (size_t i = edge_slot(children, cp);; i = (i + 1) & edge_mask) {
+        if (edges[i].parent == NULL) {
+            return NULL;
+        }
+        if (edges[i].parent == children && edges[i].cp == cp) {
+            return edges[i].node;
+        }
+    }
+}
+
+/* Counts (table == NULL) or enters the edges below `node`, a (value, children) tuple, checking
+ * its shape; -1 with an exception when it is not one. */
+static int walk_edges(PyObject *node, Edge *table, Py_ssize_t *count, int depth) {
+    if (!PyTuple_Check(node) || PyTuple_GET_SIZE(node) != 2
+        || (PyTuple_GET_ITEM(node, 0) != Py_None && !PyBytes_Check(PyTuple_GET_ITEM(node, 0)))
+        || (PyTuple_GET_ITEM(node, 1) != Py_None && !PyDict_Check(PyTuple_GET_ITEM(node, 1))) || depth > 32) {
+        PyErr_SetString(PyExc_ValueError, "configure: a trie node is (value bytes or None, children dict or None)");
+        return -1;
+    }
+    PyObject *children = PyTuple_GET_ITEM(node, 1), *key, *below;
+    Py_ssize_t position = 0;
+    while (children != Py_None && PyDict_Next(children, &position, &key, &below)) {
+        unsigned long cp = PyLong_AsUnsignedLong(key);
+        if (PyErr_Occurred() || cp > 0x10FFFF) {
+            PyErr_SetString(PyExc_ValueError, "configure: a trie's children are keyed by code points");
+            return -1;
+        }
+        if (table != NULL) {
+            size_t i = edge_slot(children, (Py_UCS4)cp);
+            while (table[i].parent != NULL) {
+                i = (i + 1) & edge_mask;
+            }
+            table[i] = (Edge){children, (Py_UCS4)cp, below};
+        }
+        ++*count;
+        if (walk_edges(below, table, count, depth + 1) < 0) {
+            return -1;
+        }
+    }
+    return 0;
 }
 
 #define VALUE(node) PyTuple_GET_ITEM(node, 0)
@@ -302,7 +377,7 @@ static int collate(const Py_UCS4 *text, Py_ssize_t size, Py_ssize_t *next, Level
                 if (joined == NULL && PyErr_Occurred()) {
                     return -1;
                 }
-            } else if (has_own(text[j]) != 1) {
+            } else if (!has_own(text[j])) {
                 continue;
             }
             if (length && joined == NULL) {
@@ -359,7 +434,8 @@ static PyObject *levels(PyObject *module, PyObject *text) {
     Py_ssize_t estimate = 16;
     for (Py_ssize_t i = 0; i < size; i++) {
         Py_UCS4 cp = codepoints[i];
-        estimate += cp < TABLE_SIZE && (flags[cp] & HAS_ENTRY) ? (Py_ssize_t)(offsets[cp + 1] - offsets[cp]) : 2;
+        int64_t slot = slot_of(cp);
+        estimate += slot >= 0 ? (Py_ssize_t)(offsets[slot + 1] - offsets[slot]) : 2;
     }
     if (next == NULL) {
         PyErr_NoMemory();
@@ -410,6 +486,49 @@ static PyObject *canonical_order(PyObject *module, PyObject *text) {
     return result;
 }
 
+/* mark_runs(text, members, minimum) -> [(start, end), ...]: the maximal runs of at least `minimum`
+ * code points that `members` (bytes, one per code point below TABLE_SIZE; none above) marks, in
+ * order. gate.protocol.collation's NFD finds the long runs of marks with it: the regular expression
+ * it replaces tested a character class of hundreds of ranges at every position (11 ms for 500,000
+ * characters against 18 ms for CPython's NFD of them) and needed a search for astral characters
+ * first (5 ms more). */
+static PyObject *mark_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyBytes_Check(args[1]) || PyBytes_GET_SIZE(args[1]) != TABLE_SIZE
+        || !PyLong_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "mark_runs(text: str, members: bytes of TABLE_SIZE, minimum: int)");
+        return NULL;
+    }
+    Py_ssize_t minimum = PyLong_AsSsize_t(args[2]);
+    if (minimum < 1) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "mark_runs: minimum is at least 1");
+        }
+        return NULL;
+    }
+    const uint8_t *members = (const uint8_t *)PyBytes_AS_STRING(args[1]);
+    int kind = PyUnicode_KIND(args[0]);
+    const void *data = PyUnicode_DATA(args[0]);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(args[0]), start = -1;
+    PyObject *runs = PyList_New(0);
+    for (Py_ssize_t i = 0; runs != NULL && i <= size; i++) {
+        Py_UCS4 cp = i < size ? PyUnicode_READ(kind, data, i) : TABLE_SIZE;
+        int member = cp < TABLE_SIZE && members[cp];
+        if (member && start < 0) {
+            start = i;
+        } else if (!member && start >= 0) {
+            if (i - start >= minimum) {
+                PyObject *span = Py_BuildValue("(nn)", start, i);
+                if (span == NULL || PyList_Append(runs, span) < 0) {
+                    Py_CLEAR(runs);
+                }
+                Py_XDECREF(span);
+            }
+            start = -1;
+        }
+    }
+    return runs;
+}
+
 /* configure(classes: bytes, continues: bytes, entries: dict, contractions: dict, ranges: list)
  * classes: combining class per code point below TABLE_SIZE; continues: 1 where a code point
  * continues a contraction (is a key of a trie node's children below a start);
@@ -433,39 +552,56 @@ static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t n
     }
     uint8_t *new_classes = PyMem_Malloc(TABLE_SIZE), *new_flags = PyMem_Calloc(TABLE_SIZE, 1);
     uint8_t *new_starts = PyMem_Calloc(TABLE_SIZE, 1), *new_continues = PyMem_Calloc(TABLE_SIZE, 1);
-    int start_count = 0, continue_count = 0;
-    uint32_t *new_offsets = PyMem_Calloc(TABLE_SIZE + 1, sizeof(uint32_t));
-    PyObject *new_high = PyDict_New();
+    uint8_t *new_ranges = PyMem_Calloc(TABLE_SIZE, 1);
+    int start_count = 0;
+    Edge *new_edges = NULL;
+    uint32_t *new_offsets = NULL;
     uint16_t *new_weights = NULL;
-    if (!new_classes || !new_flags || !new_offsets || !new_high || !new_starts || !new_continues) {
+    if (!new_classes || !new_flags || !new_starts || !new_continues || !new_ranges) {
         goto fail;
     }
     memcpy(new_classes, PyBytes_AS_STRING(args[0]), TABLE_SIZE);
     const char *continues = PyBytes_AS_STRING(args[1]);
-    /* Count each low code point's elements (offsets[cp + 1] = count), then sum them up. */
+    /* The window of high code points with an entry, then each slot's element count
+     * (offsets[slot + 1] = count), then their running sum. */
     PyObject *key, *value;
     Py_ssize_t position = 0;
+    uint32_t low_high = 0x110000, top_high = 0;
     while (PyDict_Next(args[2], &position, &key, &value)) {
         unsigned long cp = PyLong_AsUnsignedLong(key);
-        if (PyErr_Occurred() || !PyBytes_Check(value) || PyBytes_GET_SIZE(value) % 6) {
+        if (PyErr_Occurred() || cp > 0x10FFFF || !PyBytes_Check(value) || PyBytes_GET_SIZE(value) % 6) {
             PyErr_SetString(PyExc_TypeError, "configure: entries maps code points to weight bytes");
             goto fail;
         }
-        if (cp < TABLE_SIZE) {
-            new_offsets[cp + 1] = (uint32_t)(PyBytes_GET_SIZE(value) / 6);
-            new_flags[cp] |= HAS_ENTRY;
-        } else if (PyDict_SetItem(new_high, key, value) < 0) {
-            goto fail;
+        if (cp >= TABLE_SIZE) {
+            low_high = cp < low_high ? (uint32_t)cp : low_high;
+            top_high = cp > top_high ? (uint32_t)cp : top_high;
         }
     }
-    for (Py_ssize_t cp = 0; cp < TABLE_SIZE; cp++) {
-        new_offsets[cp + 1] += new_offsets[cp];
-        if (continues[cp]) {
-            if (continue_count == MAX_SPECIAL || (continue_keys[continue_count] = PyLong_FromSsize_t(cp)) == NULL) {
-                goto fail;
-            }
-            new_continues[cp] = (uint8_t)++continue_count;
+    uint32_t new_high_count = top_high >= low_high ? top_high - low_high + 1 : 0;
+    if (new_high_count > MAX_HIGH_WINDOW) {
+        PyErr_SetString(PyExc_ValueError, "configure: the entries above TABLE_SIZE span more than one window");
+        goto fail;
+    }
+    Py_ssize_t slots = TABLE_SIZE + (Py_ssize_t)new_high_count;
+    new_offsets = PyMem_Calloc((size_t)slots + 1, sizeof(uint32_t));
+    if (!new_offsets) {
+        goto fail;
+    }
+    position = 0;
+    while (PyDict_Next(args[2], &position, &key, &value)) {
+        unsigned long cp = PyLong_AsUnsignedLong(key);
+        Py_ssize_t slot = cp < TABLE_SIZE ? (Py_ssize_t)cp : TABLE_SIZE + (Py_ssize_t)(cp - low_high);
+        new_offsets[slot + 1] = (uint32_t)(PyBytes_GET_SIZE(value) / 6);
+        if (cp < TABLE_SIZE) {
+            new_flags[cp] |= HAS_ENTRY;
         }
+    }
+    for (Py_ssize_t slot = 0; slot < slots; slot++) {
+        new_offsets[slot + 1] += new_offsets[slot];
+    }
+    for (Py_ssize_t cp = 0; cp < TABLE_SIZE; cp++) {
+        new_continues[cp] = continues[cp] != 0;
     }
     position = 0;
     while (PyDict_Next(args[3], &position, &key, &value)) {
@@ -479,17 +615,36 @@ static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t n
         new_starts[cp] = (uint8_t)++start_count;
         new_flags[cp] |= START;
     }
-    new_weights = PyMem_Malloc((size_t)(new_offsets[TABLE_SIZE] ? new_offsets[TABLE_SIZE] : 1) * 3 * sizeof(uint16_t));
+    Py_ssize_t edge_count = 0;
+    for (int i = 0; i < start_count; i++) {
+        if (walk_edges(start_nodes[i], NULL, &edge_count, 0) < 0) {
+            goto fail;
+        }
+    }
+    size_t edge_slots = 16;
+    while (edge_slots < 4 * (size_t)edge_count) {  /* at most a quarter full: short probes */
+        edge_slots *= 2;
+    }
+    new_edges = PyMem_Calloc(edge_slots, sizeof(Edge));
+    if (!new_edges) {
+        goto fail;
+    }
+    edge_mask = edge_slots - 1;
+    edge_count = 0;
+    for (int i = 0; i < start_count; i++) {
+        if (walk_edges(start_nodes[i], new_edges, &edge_count, 0) < 0) {
+            goto fail;
+        }
+    }
+    new_weights = PyMem_Malloc((size_t)(new_offsets[slots] ? new_offsets[slots] : 1) * 3 * sizeof(uint16_t));
     if (!new_weights) {
         goto fail;
     }
     position = 0;
     while (PyDict_Next(args[2], &position, &key, &value)) {
         unsigned long cp = PyLong_AsUnsignedLong(key);
-        if (cp >= TABLE_SIZE) {
-            continue;
-        }
-        memcpy(new_weights + 3 * new_offsets[cp], PyBytes_AS_STRING(value), (size_t)PyBytes_GET_SIZE(value));
+        Py_ssize_t slot = cp < TABLE_SIZE ? (Py_ssize_t)cp : TABLE_SIZE + (Py_ssize_t)(cp - low_high);
+        memcpy(new_weights + 3 * new_offsets[slot], PyBytes_AS_STRING(value), (size_t)PyBytes_GET_SIZE(value));
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(args[4]); i++) {
         PyObject *rule = PyList_GET_ITEM(args[4], i);
@@ -505,14 +660,23 @@ static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t n
         }
     }
     range_count = (int)PyList_GET_SIZE(args[4]);
+    for (int i = 0; i < range_count; i++) {  /* the first rule that holds a code point wins, as in pyuca */
+        range_top = ranges[i].end > range_top ? ranges[i].end : range_top;
+        for (uint32_t cp = ranges[i].start; cp <= ranges[i].end && cp < TABLE_SIZE; cp++) {
+            new_ranges[cp] = new_ranges[cp] ? new_ranges[cp] : (uint8_t)(i + 1);
+        }
+    }
+    range_of = new_ranges;
     classes = new_classes;
     flags = new_flags;
     offsets = new_offsets;
     weights = new_weights;
-    high = new_high;
+    high_start = low_high;
+    high_count = new_high_count;
     contractions = Py_NewRef(args[3]);
     start_index = new_starts;
     continue_index = new_continues;
+    edges = new_edges;
     Py_RETURN_NONE;
 fail:
     if (!PyErr_Occurred()) {
@@ -524,10 +688,8 @@ fail:
     PyMem_Free(new_weights);
     PyMem_Free(new_starts);
     PyMem_Free(new_continues);
-    for (int i = 0; i < continue_count; i++) {
-        Py_CLEAR(continue_keys[i]);
-    }
-    Py_XDECREF(new_high);
+    PyMem_Free(new_ranges);
+    PyMem_Free(new_edges);
     return NULL;
 }
 
@@ -536,6 +698,8 @@ static PyMethodDef METHODS[] = {
      "levels(nfd_text) -> (primary, secondary, tertiary): the collation weights of each level as text"},
     {"canonical_order", (PyCFunction)canonical_order, METH_O,
      "canonical_order(marks) -> the marks stably sorted by combining class"},
+    {"mark_runs", (PyCFunction)(void (*)(void))mark_runs, METH_FASTCALL,
+     "mark_runs(text, members, minimum) -> [(start, end)]: the runs of at least minimum members"},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
      "configure(classes, starts, entries, contractions, ranges): the collation table, once"},
     {NULL, NULL, 0, NULL},

@@ -178,7 +178,8 @@ _IRREGULAR = re.compile(f"[{_START}](?=[{_CONT}])|[{_START}](?=([{_NON}])(?!\\1)
 # contraction, or before a starter that continues none. Spans between two such cuts are independent.
 _CUT = re.compile(f"(?<=[^SFG{_NON}])|(?=[^FG{_NON}])")
 _CUT_REVERSED = re.compile(f"(?<=[^FG{_NON}])|(?=[^SFG{_NON}])|$")  # _CUT in reversed text
-_LONG_MARK_RUN = re.compile(f"[D{_NON}]{{16,}}")
+_LONG_RUN = 16
+_LONG_MARK_RUN = re.compile(f"[D{_NON}]{{{_LONG_RUN},}}")
 
 
 def _class_of(codepoints: Iterable[int]) -> str:
@@ -200,7 +201,17 @@ def _class_of(codepoints: Iterable[int]) -> str:
 # of ranges per character, slower than the category pass, so text with an astral character
 # takes that pass.
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-_LONG_BMP_MARK_RUN = re.compile(f"[{_class_of(cp for cp in set(_NON_STARTERS) | _DECOMPOSES_TO_MARK if cp < 0x10000)}]{{16,}}")
+_LONG_BMP_MARK_RUN = re.compile(f"[{_class_of(cp for cp in set(_NON_STARTERS) | _DECOMPOSES_TO_MARK if cp < 0x10000)}]{{{_LONG_RUN},}}")
+# The same members for the C loop's scan (`_collation.mark_runs`), one byte per code point.
+def _run_members() -> bytes:
+    members = bytearray(len(_CATEGORY))
+    for cp in set(_NON_STARTERS) | _DECOMPOSES_TO_MARK:
+        members[cp] = 1
+    return bytes(members)
+
+
+_RUN_MEMBERS = _run_members()
+_C: Any = None  # the C loop, once configured at the end of this module
 _DECOMPOSE = {cp: unicodedata.normalize("NFD", chr(cp)) for cp in _DECOMPOSES_TO_MARK
               if unicodedata.normalize("NFD", chr(cp)) != chr(cp)}
 _DECOMPOSE_TEXT = tuple((chr(cp), decomposition) for cp, decomposition in sorted(_DECOMPOSE.items()))
@@ -232,20 +243,25 @@ def _decomposed_marks(marks: str) -> str:
     return marks
 
 
+def _long_mark_runs(text: str, categories: str | None) -> Iterable[tuple[int, int]]:
+    """The spans of `_LONG_MARK_RUN` in `text` (whose categories may be given)."""
+    if categories is None and _C is not None:
+        spans: list[tuple[int, int]] = _C.mark_runs(text, _RUN_MEMBERS, _LONG_RUN)
+        return spans
+    if categories is None and _ASTRAL.search(text) is None:
+        return (run.span() for run in _LONG_BMP_MARK_RUN.finditer(text))
+    return (run.span() for run in _LONG_MARK_RUN.finditer(text.translate(_CATEGORY) if categories is None else categories))
+
+
 def _nfd(text: str, categories: str | None = None) -> str:
     """NFD in linear time (CPython's own reordering is quadratic on long runs of marks).
 
     Text between long runs of marks is normalised by `unicodedata`; a long run (with the marks the
     character before it decomposes into) is decomposed by table and sorted by class.
     """
-    if categories is None and _ASTRAL.search(text) is None:
-        runs = _LONG_BMP_MARK_RUN.finditer(text)
-    else:
-        runs = _LONG_MARK_RUN.finditer(text.translate(_CATEGORY) if categories is None else categories)
     out: list[str] = []
     last = 0
-    for run in runs:
-        start, end = run.span()
+    for start, end in _long_mark_runs(text, categories):
         trailing = ""
         if start > last:
             out.append(unicodedata.normalize("NFD", text[last:start - 1]))
