@@ -44,6 +44,7 @@ static uint8_t *flags;       /* START, HAS_ENTRY */
 static uint32_t *offsets;    /* slots + 1: element index of each slot's own entry (see slot_of) */
 static uint16_t *weights;    /* three weights per element */
 static uint32_t high_start, high_count;  /* the window of high code points with an entry */
+static uint8_t *high_entry;  /* per code point of the window: 1 where it has an entry (maybe of 0 elements) */
 #define MAX_HIGH_WINDOW 0x10000
 static PyObject *contractions; /* dict: starting code point -> (value, children) */
 static uint8_t *start_index;    /* 1 + index into start_nodes, or 0 */
@@ -181,8 +182,7 @@ static inline int64_t slot_of(Py_UCS4 cp) {
     if (cp < high_start || cp - high_start >= high_count) {
         return -1;
     }
-    int64_t slot = (int64_t)TABLE_SIZE + (int64_t)(cp - high_start);
-    return offsets[slot + 1] > offsets[slot] ? slot : -1;
+    return high_entry[cp - high_start] ? (int64_t)TABLE_SIZE + (int64_t)(cp - high_start) : -1;
 }
 
 /* A code point's own entry: 1 written, 0 none (the caller writes implicit weights), -1 error. */
@@ -556,6 +556,7 @@ static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t n
     int start_count = 0;
     Edge *new_edges = NULL;
     uint32_t *new_offsets = NULL;
+    uint8_t *new_high_entry = NULL;
     uint16_t *new_weights = NULL;
     if (!new_classes || !new_flags || !new_starts || !new_continues || !new_ranges) {
         goto fail;
@@ -585,7 +586,8 @@ static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t n
     }
     Py_ssize_t slots = TABLE_SIZE + (Py_ssize_t)new_high_count;
     new_offsets = PyMem_Calloc((size_t)slots + 1, sizeof(uint32_t));
-    if (!new_offsets) {
+    new_high_entry = PyMem_Calloc(new_high_count ? new_high_count : 1, 1);
+    if (!new_offsets || !new_high_entry) {
         goto fail;
     }
     position = 0;
@@ -595,6 +597,8 @@ static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t n
         new_offsets[slot + 1] = (uint32_t)(PyBytes_GET_SIZE(value) / 6);
         if (cp < TABLE_SIZE) {
             new_flags[cp] |= HAS_ENTRY;
+        } else {
+            new_high_entry[cp - low_high] = 1;
         }
     }
     for (Py_ssize_t slot = 0; slot < slots; slot++) {
@@ -673,6 +677,7 @@ static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t n
     weights = new_weights;
     high_start = low_high;
     high_count = new_high_count;
+    high_entry = new_high_entry;
     contractions = Py_NewRef(args[3]);
     start_index = new_starts;
     continue_index = new_continues;
@@ -689,6 +694,7 @@ fail:
     PyMem_Free(new_starts);
     PyMem_Free(new_continues);
     PyMem_Free(new_ranges);
+    PyMem_Free(new_high_entry);
     PyMem_Free(new_edges);
     return NULL;
 }
