@@ -525,3 +525,35 @@ def test_an_escalated_hold_is_told_to_the_next_queue_s_channels_at_once(gate, ke
     moved = gate.extensions["gate"].holds.holds.events_of("tenant_a", stays["decision_id"])[-1]
     assert (moved["action"], moved["queue"], moved["note"]) == ("escalate", "default", "no queue to escalate to")
     assert _pass(gate, "email") == 0 and len(smtp.messages) == 5
+
+
+def test_a_needs_input_notice_names_the_missing_fact_and_a_fact_name_stays_on_one_line(gate, keys, smtp, slack_api):
+    """Issue 65: a needs-input e-mail did not name the fact the request lacked, and a fact *name*
+    with CR/LF kept its line breaks in the HTML part."""
+    admin = Holds(gate.test_client(), keys["admin"])
+    assert admin.put_policy(_policy(_channels())).status_code == 200
+    body = held_request()
+    del body["context"]["inputs"]["margin_percent"]
+    body["context"]["inputs"]["note\r\nBcc: x@evil.example"] = "<b>x</b>"
+    record = Holds(gate.test_client(), keys["caller"]).decide(body).get_json()
+    assert record["status"] == "needs_input" and record["missing_fields"] == ["margin_percent"], record
+    assert _pass(gate, "email") == 1 and _pass(gate, "slack") == 1
+    (_, message), = smtp.messages
+    text = message.get_body(("plain",)).get_content()
+    page = message.get_body(("html",)).get_content()
+    assert "The request lacks facts: missing margin_percent." in text
+    assert "<p><b>The request lacks facts: missing margin_percent.</b></p>" in page
+    assert "note  Bcc: x@evil.example" in page and "\r\nBcc" not in page and "\nBcc" not in page
+    assert "&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page
+    (_, data, _), = slack_api.calls
+    blocks = data["blocks"] if isinstance(data["blocks"], list) else json.loads(data["blocks"])
+    assert "The request lacks facts: missing margin_percent." in blocks[0]["text"]["text"]
+
+
+def test_a_hold_with_every_fact_says_nothing_lacks(gate, keys, smtp):
+    admin = Holds(gate.test_client(), keys["admin"])
+    assert admin.put_policy(_policy(_channels(slack=None))).status_code == 200
+    _held(gate, keys)
+    assert _pass(gate, "email") == 1
+    (_, message), = smtp.messages
+    assert "lacks facts" not in message.get_body(("plain",)).get_content()
