@@ -82,7 +82,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_NATS_URL", "", "publish every event to NATS JetStream at this server (empty: off)"),
     ("GATE_NATS_STREAM", "GATE_EVENTS", "the JetStream stream the events go to"),
     ("GATE_HOLD_SWEEP_MS", "1000", "how often each serving process expires and escalates due holds (50-3600000)"),
-    ("GATE_WORKBENCH_URL", "", "the workbench's address: hold events then link to the Inbox (docs/holds.md)"),
+    ("GATE_WORKBENCH_URL", "", "the workbench app's address, ending in /workbench (checked at start): hold events then link to the Inbox (docs/holds.md)"),
     ("GATE_SMTP_URL", "", "smtp://[user:password@]host[:port] or smtps://...: the queues' e-mail (docs/integrations.md)"),
     ("GATE_SMTP_FROM", "", "the From address of the queues' e-mail"),
     ("GATE_SLACK_BOT_TOKEN", "", "the Slack app's bot token: the queues' Slack messages (docs/integrations.md)"),
@@ -242,7 +242,7 @@ class Settings:
             events_interval_ms=_whole(env.get("GATE_EVENTS_INTERVAL_MS", "1000"), "GATE_EVENTS_INTERVAL_MS",
                                       50, 3_600_000),
             hold_sweep_ms=_whole(env.get("GATE_HOLD_SWEEP_MS", "1000"), "GATE_HOLD_SWEEP_MS", 50, 3_600_000),
-            workbench_url=_http_url(env.get("GATE_WORKBENCH_URL"), "GATE_WORKBENCH_URL"),
+            workbench_url=_workbench_url(env.get("GATE_WORKBENCH_URL")),
             events_lease_seconds=_whole(env.get("GATE_EVENTS_LEASE_SECONDS", "60"), "GATE_EVENTS_LEASE_SECONDS",
                                         1, 3600),
             events_concurrency=_whole(env.get("GATE_EVENTS_CONCURRENCY", "8"), "GATE_EVENTS_CONCURRENCY", 1, 64),
@@ -296,6 +296,19 @@ def _http_url(value: str | None, name: str) -> str | None:
     if not value.startswith(("http://", "https://")) or len(value) > 500 or not value.isprintable() or " " in value:
         raise SettingsError(f"{name} must be an http:// or https:// address")
     return value
+
+
+def _workbench_url(value: str | None) -> str | None:
+    """The workbench app's own address (`https://host/workbench`, behind any path prefix), checked at
+    start: the Inbox links of hold events and notices are this address plus a query, so an address
+    without the app's path would land every link on the workbench's scope picker."""
+    url = _http_url(value, "GATE_WORKBENCH_URL")
+    if url is not None:
+        parts = urlsplit(url)
+        if parts.query or parts.fragment or not parts.path.rstrip("/").endswith("/workbench"):
+            raise SettingsError("GATE_WORKBENCH_URL must be the workbench app's address, ending in /workbench "
+                                f"(for example {parts.scheme}://{parts.netloc}/workbench), with no query")
+    return url
 
 
 class _ChannelSettings(TypedDict):

@@ -195,13 +195,17 @@ def route_record(record: Any, verification: Mapping[str, Any] | None) -> Route:
 
 
 def resolution_route(record: Any, resolution: Any, anchors: TrustAnchors,
-                     verification: Mapping[str, Any] | None) -> Route:
-    """The routing rule on a held record and its resolution (pure; docs/holds.md): the rule is
-    `gate_client.resolutions.resolution_verdict`. SECURITY: only a verified approval bound to this
-    very record proceeds; an expiry is a refusal (silence is not consent)."""
+                     verification: Mapping[str, Any] | None = None) -> Route:
+    """The routing rule on a held record and its resolution (docs/holds.md): the rule is
+    `gate_client.resolutions.resolution_verdict`. `verification` is the record's own offline
+    verification (`verify_record(...).to_dict()`); without it the record is verified here with
+    `anchors`. SECURITY: only a verified approval bound to this very record proceeds; an expiry is
+    a refusal (silence is not consent)."""
     if not isinstance(record, Mapping):
         return Route(REVIEW, "no Decision Record to bind the resolution to")
     record = dict(record)
+    if verification is None:
+        verification = verify_record(record, anchors=anchors).to_dict()
     verdict = resolution_verdict(record, resolution, anchors, verification)
     return Route(verdict.route, verdict.reason, record, verdict.details,
                  resolution=dict(resolution) if isinstance(resolution, Mapping) else None)

@@ -47,6 +47,10 @@ class Notice:
     reason_code: str | None
     facts: Mapping[str, Any]
     inbox_url: str | None
+    # A needs-input hold's facts the request lacked or gave in a form the rulebook refused (its
+    # record's `missing_fields` and `invalid_fields`): what the reviewer must find before deciding.
+    missing: tuple[str, ...] = ()
+    invalid: tuple[str, ...] = ()
 
 
 def _cut(text: str, limit: int = MAX_VALUE) -> str:
@@ -56,7 +60,7 @@ def _cut(text: str, limit: int = MAX_VALUE) -> str:
 def facts_shown(facts: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The facts as (name, value as JSON), bounded; a last line says how many were left out."""
     items = sorted(facts.items()) if isinstance(facts, Mapping) else []
-    shown = [(_cut(str(name), 60), _cut(json.dumps(value, ensure_ascii=False, default=str)))
+    shown = [(_cut(_printable(str(name)), 60), _cut(json.dumps(value, ensure_ascii=False, default=str)))
              for name, value in items[:MAX_FACTS]]
     if len(items) > MAX_FACTS:
         shown.append(("…", f"{len(items) - MAX_FACTS} more in the Inbox"))
@@ -73,7 +77,16 @@ def rule_in_words(notice: Notice) -> str:
 
 
 def _printable(text: str) -> str:
+    """A caller's text on one line: a line break or other control character is a space."""
     return "".join(c if c.isprintable() else " " for c in text)
+
+
+def needs_in_words(notice: Notice) -> str | None:
+    """What a needs-input hold lacks, in words (None for any other hold)."""
+    parts = [f"{label} {', '.join(_cut(_printable(name), 60) for name in names[:MAX_FACTS])}"
+             + (f" and {len(names) - MAX_FACTS} more" if len(names) > MAX_FACTS else "")
+             for label, names in (("missing", notice.missing), ("not valid", notice.invalid)) if names]
+    return "The request lacks facts: " + "; ".join(parts) + "." if parts else None
 
 
 def subject(notices: Sequence[Notice]) -> str:
@@ -89,6 +102,7 @@ def _text_part(notice: Notice) -> str:
              f"Queue {notice.queue}, priority {notice.priority}",
              f"Why: {rule_in_words(notice)}",
              f"Decide by {notice.deadline_at}: silence expires the hold, which never approves.",
+             *filter(None, [needs_in_words(notice)]),
              "Facts:"]
     lines += [f"  {json.dumps(name, ensure_ascii=False)}: {value}" for name, value in facts_shown(notice.facts)]
     lines.append(f"Open it in the Inbox (sign-in required; the link does not approve): {notice.inbox_url}"
@@ -102,10 +116,12 @@ def _html_part(notice: Notice) -> str:
                    for name, value in facts_shown(notice.facts))
     link = (f"<p><a href=\"{e(notice.inbox_url)}\">Open it in the Inbox</a> (sign-in required; the link does "
             "not approve)</p>" if notice.inbox_url else "<p>Open the workbench's Inbox to review it.</p>")
+    needs = needs_in_words(notice)
+    lacks = f"<p><b>{e(needs)}</b></p>" if needs else ""
     return (f"<h3>Decision {e(notice.decision_id)}</h3><p>Scope <b>{e(notice.scope)}</b>, queue {e(notice.queue)}, "
             f"priority {e(notice.priority)}</p><p>Why: {e(rule_in_words(notice))}</p>"
             f"<p>Decide by <b>{e(notice.deadline_at)}</b>: silence expires the hold, which never approves.</p>"
-            f"<table>{rows}</table>{link}")
+            f"{lacks}<table>{rows}</table>{link}")
 
 
 def email_message(sender: str, recipients: Sequence[str], notices: Sequence[Notice]) -> EmailMessage:
@@ -152,7 +168,8 @@ def slack_blocks(notices: Sequence[Notice]) -> list[dict[str, Any]]:
     """A section per hold with its facts, and its Approve and Deny buttons (value: the decision id)."""
     blocks: list[dict[str, Any]] = []
     for notice in notices[:MAX_SLACK_HOLDS]:
-        facts = "\n".join(f"{name}: {value}" for name, value in facts_shown(notice.facts))
+        facts = "\n".join([*filter(None, [needs_in_words(notice)]),
+                           *(f"{name}: {value}" for name, value in facts_shown(notice.facts))])
         blocks.append({"type": "section", "text": _plain(
             f"Review needed in {notice.scope} (queue {notice.queue}, {notice.priority}): decision "
             f"{notice.decision_id}, {rule_in_words(notice)}. Decide by {notice.deadline_at}; silence never "

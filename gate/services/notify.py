@@ -72,6 +72,10 @@ GONE = ("message_not_found", "cant_update_message", "channel_not_found", "is_arc
 Sender = Callable[[Queue, Sequence[Notice]], None]
 
 
+def _names(value: object) -> list[str]:
+    return [str(name) for name in value] if isinstance(value, list) else []
+
+
 def _utc(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
@@ -145,6 +149,7 @@ class Notifier:
 
     def __init__(self, ledger: Ledger, channels: Sequence[Channel], clock: Clock | None = None,
                  inbox_base: str | None = None) -> None:
+        self.ledger = ledger
         self.outbox = Outbox(ledger)
         self.holds = HoldLedger(ledger)
         self.opener = HoldOpener(ledger)
@@ -261,9 +266,18 @@ class Notifier:
         if row is None or row["state"] != OPEN or _utc(row["deadline_at"]) <= self.clock.now():
             return None
         facts = json.loads(row["facts_json"])
+        missing, invalid = self._lacking(scope, row["decision_id"])
         return Notice(scope, row["decision_id"], row["queue"], row["priority"], row["deadline_at"], row["policy_id"],
                       row["rule_id"], row["reason_code"], facts if isinstance(facts, dict) else {},
-                      inbox_url(self.inbox_base, scope, row["decision_id"]))
+                      inbox_url(self.inbox_base, scope, row["decision_id"]), missing, invalid)
+
+    def _lacking(self, scope: str, decision_id: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """A needs-input record's missing and invalid facts, as its record states them."""
+        stored = self.ledger.decision(scope, decision_id)
+        record = json.loads(stored.record_json) if stored is not None else {}
+        if not isinstance(record, dict) or record.get("status") != "needs_input":
+            return (), ()
+        return tuple(_names(record.get("missing_fields"))), tuple(_names(record.get("invalid_fields")))
 
 
 def notifier_from_settings(ledger: Ledger, settings: Any, clock: Clock | None = None) -> Notifier | None:

@@ -17,8 +17,10 @@ refusal changing nothing:
    404 `HOLD_NOT_FOUND`; a person without the reviewer role in the hold's scope 403
    `HOLD_PERMISSION_DENIED`; four eyes, members and quorums as everywhere (a signed hold event).
 
-The message is then updated (`chat.update`) to say what was decided and by whom; a failure of
-that update is logged and changes nothing of the resolution. Slack shows the clicker nothing of
+A vote that leaves the hold open then updates the message (`chat.update`) to say how it stands and
+by whom; a vote that closes it is told once, by the dispatcher's `notify-slack` pass from the
+`hold.resolved` event, like a hold closed anywhere else. A failed update is logged and changes
+nothing of the resolution. Slack shows the clicker nothing of
 an answer's body, so a refusal from step 5 on is also told to the clicker alone: an ephemeral
 message posted to the interaction's `response_url` (only on hooks.slack.com or the configured
 API host: `responder`); the answer's status and body stay as above.
@@ -39,6 +41,7 @@ from gate.errors import GateError
 from gate.events.notices import APPROVE, DENY, resolved_blocks
 from gate.events.targets import TargetRefused, check
 from gate.grants import AccessConfigError, Grants, load_grants
+from gate.holds.events import OPEN
 from gate.principals import Principal, permissions_of
 from gate.services.holds import HoldService, HoldStep
 
@@ -182,10 +185,13 @@ class SlackActions:
         return answer
 
     def _tell(self, interaction: Mapping[str, Any], answer: Mapping[str, Any]) -> None:
-        if self.update is None or not interaction["channel"] or not interaction["message_ts"]:
-            return
+        """A vote that leaves the hold open: the message says how it stands. A vote that closes it
+        is told once, by the dispatcher's `notify-slack` pass from its `hold.resolved` event (as a
+        hold closed anywhere else is), never here as well (issue 65: two identical updates)."""
         hold = answer.get("hold") or {}
         state = hold.get("state") or "voted"
+        if self.update is None or not interaction["channel"] or not interaction["message_ts"] or state != OPEN:
+            return
         by = answer.get("event", {}).get("actor", "?")
         try:
             self.update(channel=interaction["channel"], ts=interaction["message_ts"],

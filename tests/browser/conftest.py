@@ -7,6 +7,7 @@ page, so a person can look at what the tests saw.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -97,6 +98,7 @@ def page(browser, request):
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
     page.errors = errors
+    page.editor_frames = editor_frames(page)
     page.set_default_timeout(60_000)
     yield page
     report = getattr(request.node, "report_call", None)
@@ -154,9 +156,38 @@ def failure_evidence(page, name: str, console: list[str]) -> str:
             lines.append(f"  editor ({len(text)} characters): {text[:160]!r}")
     except Exception as exc:  # noqa: BLE001 - the page may be gone; the test's own failure stands
         lines.append(f"  (page unreadable: {type(exc).__name__}: {exc})")
+    lines.extend(f"  editor frame: {frame}" for frame in getattr(page, "editor_frames", [])[-40:])
     lines.extend(f"  page error: {error}" for error in getattr(page, "errors", []))
     lines.extend(f"  console {line}" for line in console[-40:])
     return "\n".join(lines)
+
+
+def editor_frames(page) -> list[str]:
+    """The code editor's text changes (Panel's `code` and `code_input`) as they crossed the page's websocket, each way, in order:
+    a replace-all edit that the server never held (issue 65, seen twice in CI) shows here whether
+    the browser sent the insertion after the removal, and what the server sent back meanwhile."""
+    frames: list[str] = []
+    start = time.monotonic()
+
+    def seen(way: str, payload: object) -> None:
+        if not isinstance(payload, str) or '"code' not in payload:
+            return
+        try:
+            events = json.loads(payload).get("events", [])
+        except (ValueError, AttributeError):
+            return
+        for event in events if isinstance(events, list) else []:
+            if isinstance(event, dict) and event.get("attr") in ("code", "code_input") \
+                    and isinstance(event.get("new"), str):
+                frames.append(f"{time.monotonic() - start:7.3f}s {way} {event['attr']} "
+                              f"({len(event['new'])} characters): {event['new'][:40]!r}")
+
+    def opened(socket) -> None:
+        socket.on("framesent", lambda payload: seen("sent", payload))
+        socket.on("framereceived", lambda payload: seen("received", payload))
+
+    page.on("websocket", opened)
+    return frames
 
 
 def screenshot(page, name: str) -> Path:

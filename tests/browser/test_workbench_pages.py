@@ -93,8 +93,10 @@ def replace_draft(page, text: str) -> None:
     served = draft_for_url(text)
     assert served, "a draft this long is not carried in the URL: wait for it another way"
     if _until(lambda: _url_draft(page), served, seconds=15) != served:
+        frames = "\n".join(getattr(page, "editor_frames", [])[-12:])
         warnings.warn(f"the server did not hold the pasted draft after 15 s (it held {_url_draft(page)[:60]!r}; "
-                      f"the editor held {len(_editor_draft(page))} characters): sending it once more", stacklevel=2)
+                      f"the editor held {len(_editor_draft(page))} characters): sending it once more; the editor's "
+                      f"last value frames:\n{frames}", stacklevel=2)
         page.keyboard.press("Control+End")
         page.keyboard.type(" ")
         page.keyboard.press("Backspace")

@@ -155,3 +155,26 @@ def test_without_a_signing_key_the_export_refuses_unless_signing_is_off(seeded, 
     assert done.returncode == 0, done.stderr
     manifest = json.loads((tmp_path / "ds" / "manifest.json").read_text())
     assert "signature" not in manifest and len(manifest["dataset_hash"]) == 64
+
+
+def test_an_empty_ledger_exports_a_signed_empty_dataset_that_every_reader_opens(gate_env, tmp_path):
+    """Issue 65: an empty ledger's first export wrote no manifest, so every workbench page and
+    report said the dataset could not be used. It now commits run 1 with no rows, signed; a rerun
+    with still nothing new changes nothing."""
+    out = tmp_path / "ds"
+    first = here(["export", "--out", str(out), "--json"], gate_env)
+    assert first.returncode == 0, first.stderr
+    summary = json.loads(first.stdout)
+    assert summary["run"] == 1 and summary["files"] == [] and summary["new_rows"]["decisions"] == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["runs"] == 1 and manifest["signature"]
+    assert all(entry["rows"] == 0 and entry["files"] == [] for entry in manifest["tables"].values())
+    before = (out / "manifest.json").read_bytes()
+    again = here(["export", "--out", str(out)], gate_env)
+    assert again.returncode == 0 and "nothing new since export run 1" in again.stdout
+    assert (out / "manifest.json").read_bytes() == before
+    report = here(["report", "effectiveness", "--policy", "pricing_exception", "--scope", "acme",
+                   "--dataset", str(out), "--json"], gate_env)
+    assert report.returncode == 0, report.stderr
+    sample = json.loads(report.stdout)["sample"]
+    assert sample["decisions_considered"] == 0 and sample["first_decision_at"] is None, sample

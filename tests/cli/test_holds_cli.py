@@ -129,6 +129,15 @@ def test_the_events_the_cli_writes_link_to_the_inbox_when_the_workbench_url_is_s
                                           f"&hold={decision_id}")
 
 
+def test_a_workbench_address_without_the_app_path_is_refused_before_anything_is_written(gate_env, api, held):
+    """Issue 65: `GATE_WORKBENCH_URL=https://host` made every Inbox link land on "Pick a scope"."""
+    decision_id = held["decision_id"]
+    refused = _gate(gate_env, "holds", "resolve", "--scope", SCOPE, decision_id, "--deny", "--reason-code", "NO",
+                    env={"GATE_WORKBENCH_URL": "https://gate.example.org"})
+    assert refused.returncode == 2 and "GATE_WORKBENCH_URL must be the workbench app's address" in refused.stderr
+    assert api.resolution(decision_id).get_json()["state"] == "open"
+
+
 def test_unclaim_and_deny(gate_env, api, held):
     decision_id = held["decision_id"]
     assert _gate(gate_env, "holds", "claim", "--scope", SCOPE, decision_id).returncode == 0

@@ -100,3 +100,15 @@ def test_an_approval_signed_by_a_key_the_client_does_not_pin_is_reviewed(gate, k
     verdict = resolution_verdict(record, event, TrustAnchors(), verified)
     assert verdict.route == REVIEW and verdict.details["resolution"]["verified"] is False
     assert any("sign" in problem or "key" in problem for problem in verdict.details["resolution"]["problems"])
+
+
+def test_resolution_route_as_documented_verifies_the_record_itself(gate, keys):
+    """docs/client.md calls `resolution_route(record, resolution, anchors)`: the record is verified
+    with those anchors, so an approval proceeds, a tampered record does not, and a client that pins
+    no key proceeds on nothing."""
+    record, event, anchors, _ = _resolved(gate, keys, "approve")
+    assert resolution_route(record, event, anchors).route == PROCEED
+    tampered = {**record, "action": "edited after signing"}
+    routed = resolution_route(tampered, event, anchors)
+    assert routed.route == REVIEW and routed.reason == "the held record failed offline verification"
+    assert resolution_route(record, event, TrustAnchors()).route == REVIEW

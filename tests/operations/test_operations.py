@@ -202,12 +202,26 @@ def test_prometheus_metrics_need_the_token_once_configured(ops):
     ({"GATE_METRICS_TOKEN_FILE": "/nonexistent"}, "unreadable"),
     ({"GATE_POLICY_SOURCE_MAX_AGE_DAYS": "0"}, "GATE_POLICY_SOURCE_MAX_AGE_DAYS"),
     ({"GATE_POLICY_SOURCE_MAX_AGE_DAYS": "ten"}, "GATE_POLICY_SOURCE_MAX_AGE_DAYS"),
+    # Issue 65: an address without the app's path landed every Inbox link on "Pick a scope".
+    ({"GATE_WORKBENCH_URL": "https://gate.example"}, "ending in /workbench .for example https://gate.example/workbench"),
+    ({"GATE_WORKBENCH_URL": "https://gate.example/"}, "ending in /workbench"),
+    ({"GATE_WORKBENCH_URL": "https://gate.example/workbench?scope=a"}, "with no query"),
+    ({"GATE_WORKBENCH_URL": "https://gate.example/workbenches"}, "ending in /workbench"),
+    ({"GATE_WORKBENCH_URL": "ftp://gate.example/workbench"}, "http:// or https://"),
 ])
 def test_unusable_operations_settings_refuse_to_start(tmp_path, env, message):
     from gate.settings import Settings, SettingsError
 
     with pytest.raises(SettingsError, match=message):
         Settings.from_env({"GATE_HOME": str(tmp_path), **env})
+
+
+@pytest.mark.parametrize("url", ["https://gate.example/workbench", "https://gate.example/tools/workbench/",
+                                 "http://127.0.0.1:5006/workbench"])
+def test_the_workbench_address_may_sit_behind_a_path_prefix(tmp_path, url):
+    from gate.settings import Settings
+
+    assert Settings.from_env({"GATE_HOME": str(tmp_path), "GATE_WORKBENCH_URL": url}).workbench_url == url
 
 
 def test_the_metrics_token_comes_from_a_file(tmp_path):

@@ -1,7 +1,9 @@
 """Incremental export of the ledger into the Parquet dataset (`gate export`).
 
 `export_ledger(ledger, uri)` streams what is new since the last export into new part files
-and then rewrites `manifest.json`; a run that finds nothing new writes nothing at all.
+and then rewrites `manifest.json`; a run that finds nothing new writes nothing at all, except a
+location's first run, which commits run 1 with no rows (an empty ledger's dataset is a signed, empty
+dataset every reader opens, not a location with no manifest).
 
 What "new" means (the watermarks kept in the manifest, per scope):
 
@@ -316,7 +318,7 @@ def export_ledger(
         item.as_of = iso_ms(now)
     warnings = _late_receipt_warnings(plan)
     counts = _RunRows()
-    if total == 0:
+    if total == 0 and manifest["runs"] > 0:
         return ExportResult(uri, None, counts.member(), [], manifest, warnings)
 
     run = manifest["runs"] + 1
