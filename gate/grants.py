@@ -3,12 +3,17 @@ which scope, read by the workbench's sign-in (workbench.app.access), by the API'
 interactions (api/routes/integrations.py) and by its CI principals (api/ci.py, docs/ci-principal.md),
 so all read one file one way.
 
-    {"users":  {"alice": {"payments": ["author", "releaser"]}},
+    {"issuer": "https://idp.example",
+     "users":  {"alice": {"payments": ["author", "releaser"]}},
      "groups": {"gate-approvers": {"*": ["approver"]}},
      "revoked": {"bob": "2026-11-26T18:00:00Z"},
      "slack":  {"T0123ABCD/U0123ABCD": "person:https://idp.example#alice"},
      "ci":     {"acme/policies@refs/heads/main": {"payments": ["author", "releaser"]}}}
 
+`issuer` (required with `slack`) is the issuer whose people `users` names by subject: a user
+entry is a person's only when issuer AND subject are theirs (`person_entry`), so a Slack user
+mapped to `person:https://evil.example#alice` holds none of alice's roles (issue 64). Without it a
+reader that signs people in (the workbench) matches its own issuer, and nobody else matches.
 `"*"` is every scope. The roles are `gate.principals.ROLES`; each grants `read`. The older form
 `{"user": ["scope", ...]}` still reads, each listed scope as the `viewer` role only. `slack` maps
 a Slack user (team id, user id) to the person they are: that person's user entry then says what
@@ -31,7 +36,7 @@ from pathlib import Path
 from typing import Protocol, TypeGuard
 
 from gate.errors import CodedError
-from gate.principals import CI_PREFIX, CI_ROLES, KIND_CI, ROLES, Principal, ci_name
+from gate.principals import CI_PREFIX, CI_ROLES, KIND_CI, KIND_PERSON, ROLES, Principal, ci_name
 
 ALL_SCOPES = "*"
 LEGACY_ROLE = "viewer"  # what a scope listed in the older grants form grants
@@ -73,10 +78,23 @@ class Grants:
     slack: dict[str, Principal] = field(default_factory=dict)
     # A CI run ("<repository>@<ref>", or "<repository>@*") -> scope -> roles (docs/ci-principal.md).
     ci: RoleTable = field(default_factory=dict)
+    # The issuer whose people `users` (and `slack`) name: None when the file states none.
+    issuer: str | None = None
 
-    def roles(self, identity: Signed, scope: str) -> frozenset[str]:
-        """The roles `identity` holds in `scope`: its user entry's and every one of its groups'."""
-        tables = [self.users.get(identity.principal.subject or "", {})]
+    def person_entry(self, principal: Principal, signs_in: str | None = None) -> dict[str, frozenset[str]]:
+        """THE match of a person to the file's `users`: the entry of its subject when it is a
+        person of the file's `issuer` (a file stating none: of `signs_in`, the one issuer the
+        reader signs people in with; none given, nobody), else none. Issuer AND subject: a person
+        of another issuer with the same subject is someone else (issue 64)."""
+        issuer = self.issuer if self.issuer is not None else signs_in
+        if principal.kind != KIND_PERSON or issuer is None or principal.issuer != issuer:
+            return {}
+        return self.users.get(principal.subject or "", {})
+
+    def roles(self, identity: Signed, scope: str, signs_in: str | None = None) -> frozenset[str]:
+        """The roles `identity` holds in `scope`: its user entry's (`person_entry`) and every one
+        of its groups'."""
+        tables = [self.person_entry(identity.principal, signs_in)]
         tables += [self.groups.get(group, {}) for group in identity.groups]
         roles: set[str] = set()
         for table in tables:
@@ -149,15 +167,31 @@ def load_grants(path: Path) -> Grants:
             legacy[user] = scopes
         return Grants(users={user: {scope: frozenset({LEGACY_ROLE}) for scope in scopes}
                              for user, scopes in legacy.items()})
-    unknown = sorted(set(data) - {"users", "groups", "revoked", "slack", "ci"})
+    unknown = sorted(set(data) - {"issuer", "users", "groups", "revoked", "slack", "ci"})
     if unknown:
         raise AccessConfigError(f"grants file {path}: unknown member(s) {', '.join(map(repr, unknown))}; "
-                                'it is {"users": {...}, "groups": {...}, "revoked": {...}, "slack": {...}, "ci": {...}}')
+                                'it is {"issuer": "...", "users": {...}, "groups": {...}, "revoked": {...}, '
+                                '"slack": {...}, "ci": {...}}')
+    issuer = _issuer(path, data.get("issuer"))
+    if data.get("slack") and issuer is None:
+        raise AccessConfigError(f"grants file {path}: 'slack' maps Slack users to people: state 'issuer', the "
+                                "issuer whose people 'users' names (a person is matched by issuer and subject)")
     return Grants(_role_table(path, "users", data.get("users", {})),
                   _role_table(path, "groups", data.get("groups", {})),
                   _revocations(path, data.get("revoked", {})),
                   _slack_people(path, data.get("slack", {})),
-                  _ci_table(path, data.get("ci", {})))
+                  _ci_table(path, data.get("ci", {})), issuer)
+
+
+def _issuer(path: Path, value: object) -> str | None:
+    """The grants file's `issuer`: absent, or an issuer as a person's is (printable text)."""
+    if value is None:
+        return None
+    try:
+        return Principal.person(value, "subject").issuer  # type: ignore[arg-type]  # checked by person()
+    except ValueError:
+        raise AccessConfigError(f"grants file {path}: 'issuer' must be the issuer's text (https://idp.example), "
+                                "printable, at most 512 characters") from None
 
 
 def _ci_table(path: Path, entries: object) -> RoleTable:

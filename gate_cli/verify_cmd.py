@@ -6,7 +6,8 @@ registry JSON file), `--public-key` (a PEM file) or `--hmac-secret-env` (the nam
 environment variable holding the HMAC secret). Without any of them only integrity is checked
 and the exit code is non-zero, because authenticity is unproven.
 `--checkpoints FILE` (a witness's checkpoint log) also checks that a packet's chain is at least
-as long as, and extends, the newest checkpoint held for it (docs/verification.md §7.4).
+as long as, and extends, the newest checkpoint held for it (docs/verification.md §7.4); so for a
+release history and a key chain (`gate keys history`) and the governance chain each carries.
 `--hold-history FILE` (or FILE itself, when it is one) checks a scope's whole hold chain
 (`hold_history_v1`, GET /api/holds/history; `gate.holds.history`), with `--checkpoints` also
 against the checkpoint of that chain a witness held (a truncated or rewritten chain fails).
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gate.chain.checkpoint_log import CheckpointLogError, read_checkpoint_log
-from gate.chain.event_witness import governance_chain_id, release_chain_id, witness_problems
+from gate.chain.event_witness import governance_chain_id, key_chain_id, release_chain_id, witness_problems
 from gate.errors import GateError
 from gate.governance.table import API_KEYS, SAFEGUARDS
 from gate.holds.history import verify_hold_history
@@ -55,7 +56,7 @@ def add_verify_parser(sub: Subparsers) -> None:
     p.add_argument("--hmac-secret-env", help="environment variable that holds the HMAC secret (default: none)")
     p.add_argument("--input", help="the original request body (JSON), checked against input_hash (default: not checked)")
     p.add_argument("--checkpoints", help="a checkpoint log (JSONL, `gate checkpoint save`, the gate's "
-                                         "GATE_CHECKPOINT_LOG): a packet's chain and hold chain, or a hold history, must "
+                                         "GATE_CHECKPOINT_LOG): a packet's chain and hold chain, or a hold, release or key history, must "
                                          "be at least as long as, and extend, the newest checkpoint held for it (default: none)")
     p.add_argument("--hold-history", default=None,
                    help="a scope's hold chain (hold_history_v1, GET /api/holds/history) to check instead of FILE: "
@@ -163,7 +164,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if record.get("release_history_version") is not None:
         return _verify_release_history(record, anchors, args.json, _checkpoint_log(args.checkpoints))
     if record.get("api_key_grants_version") is not None:
-        return _verify_key_grants(record, anchors, args.json)
+        return _verify_key_grants(record, anchors, args.json, _checkpoint_log(args.checkpoints))
     if record.get("schema_version") == MIGRATION_MANIFEST_VERSION:  # a dry-run's, which names no decision
         raise GateError("VERIFY_INPUT_UNREADABLE", f"{path} is a dry-run's migration manifest "
                         f"({MIGRATION_MANIFEST_VERSION}), not a record: check it with gate dry-run --verify {path}")
@@ -250,15 +251,27 @@ def _approvers(change: ChangeSummary) -> str:
     return f", approved by {' and '.join(approved)}"
 
 
-def _verify_key_grants(document: dict[str, object], anchors: TrustAnchors, as_json: bool) -> int:
+def _verify_key_grants(document: dict[str, object], anchors: TrustAnchors, as_json: bool,
+                       checkpoints: Sequence[Mapping[str, object]] | None = None) -> int:
     """A scope's key chain (`gate keys history`, gate.releases.key_grants): every grant of a key
-    that acts on production, its holder and who made it. Verified needs a trusted key."""
+    that acts on production, its holder and who made it. Verified needs a trusted key. With
+    `checkpoints`, the key chain and the governance chain must extend their witnessed checkpoints
+    (a key chain cut back fails, issue 64)."""
     check = verify_key_grants(document, None if anchors.empty else anchors)
     stated = document.get("governance")
-    governance = verify_governance(stated if isinstance(stated, list) else [], None if anchors.empty else anchors,
+    governance_events = stated if isinstance(stated, list) else []
+    governance = verify_governance(governance_events, None if anchors.empty else anchors,
                                    document.get("scope_hash"), SAFEGUARDS)
     if governance.problem is not None and check.valid:
         check = replace(check, valid=False, problems=(governance.problem,))
+    scope, events = document.get("scope_hash"), document.get("events")
+    if checkpoints is not None and isinstance(scope, str):
+        usable = None if anchors.empty else anchors
+        witnessed = (witness_problems(key_chain_id(scope), events if isinstance(events, list) else [], checkpoints,
+                                      usable)
+                     + witness_problems(governance_chain_id(scope), governance_events, checkpoints, usable))
+        if witnessed:
+            check = replace(check, valid=False, problems=(*check.problems, *witnessed))
     changes = [change for change in governance.changes if change["setting"] == API_KEYS]
     verified = check.verified  # valid, and signed by a trusted key
     if as_json:

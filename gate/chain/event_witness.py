@@ -1,4 +1,4 @@
-"""The signed event chains (the hold chain, and the release and governance chains) in the one
+"""The signed event chains (the hold chain, the release and governance chains, and the key chain) in the one
 witnessed checkpoint log of the audit chain (`gate.chain.checkpoint_log`, docs/verification.md §7.4).
 
 An event chain links each event to the hash of the one before (`seq` 1, 2, …, `event_hash`), and
@@ -12,7 +12,8 @@ one before, and the same `extension_failures` compares a chain with the newest o
 consistency proof between two sizes is computed from the events themselves.
 
 The chain ids keep the kinds apart from each other and from the audit chain (`chain_` + 32 hex):
-`hold_chain_<first 32 hex of the scope hash>`, `governance_chain_<…>` and
+`hold_chain_<first 32 hex of the scope hash>`, `governance_chain_<…>`, `key_chain_<…>` (the
+scope's key grants, gate.releases.key_grants) and
 `release_chain_<32 hex of sha256(canon([scope_hash, rulebook_id]))>`.
 
 A document or packet that states a signed time (`as_of`) is compared with the newest held
@@ -38,6 +39,7 @@ __all__ = [
     "held_at",
     "held_checkpoint_problems",
     "hold_chain_id",
+    "key_chain_id",
     "release_chain_id",
     "witness_problems",
 ]
@@ -61,6 +63,11 @@ def hold_chain_id(scope_hash: str) -> str:
 def governance_chain_id(scope_hash: str) -> str:
     """The checkpoint chain id of a scope's governance chain (its release-policy changes)."""
     return "governance_chain_" + scope_hash[:32]
+
+
+def key_chain_id(scope_hash: str) -> str:
+    """The checkpoint chain id of a scope's key chain (its grants of keys that act on production)."""
+    return "key_chain_" + scope_hash[:32]
 
 
 def release_chain_id(scope_hash: str, rulebook_id: str) -> str:

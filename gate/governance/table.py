@@ -11,7 +11,7 @@ distinct holder approves.
 | `release_policy` | `require_approval`, `refuse_superseded_inline`, `require_dry_run` turned off; a longer `approval_ttl_seconds`; while the dry-run stays required, a larger `dry_run_max_age_seconds` or `dry_run_canary_percent` (gate.releases.policy.weakenings) |
 | `hold_policy` | `four_eyes` turned off; a queue removed; a queue's smaller quorum, fewer members under `all`, longer deadline, justification turned off, escalation removed or later; held records routed or escalated to a queue whose guard is looser; a reviewers' channel added (gate.holds.policy.weakenings) |
 | `event_settings` | `decision_created` turned on (gate.events.egress.weakenings) |
-| `api_keys` | a key that gains `release`, `approve`, `resolve` or `admin`: created, enabled again, widened, or given another holder; none while no key of the scope acts on production, the scope's bootstrap (gate.releases.key_grants.grant_weakenings) |
+| `api_keys` | a key that gains `release`, `approve`, `resolve` or `admin`: created, enabled again, widened, or given another holder; none while no key of the scope acts on production, the scope's bootstrap (gate.releases.key_grants.grant_weakenings); the holder a grant is for never approves it (`grantees`) |
 
 Each row also names the code a caller without the permission to change it is refused with.
 """
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from gate.events import egress
 from gate.holds import policy as holds
 from gate.releases.governance import RELEASE_POLICY, RELEASE_SAFEGUARD, Safeguard
-from gate.releases.key_grants import KeyGrants, grant_weakenings
+from gate.releases.key_grants import KeyGrants, grant_weakenings, grantees
 
 HOLD_POLICY = "hold_policy"
 EVENT_SETTINGS = "event_settings"
@@ -33,7 +33,7 @@ SAFEGUARDS: Mapping[str, Safeguard] = {
     RELEASE_POLICY: RELEASE_SAFEGUARD,
     HOLD_POLICY: Safeguard(HOLD_POLICY, holds.HoldPolicy.from_json, holds.weakenings),
     EVENT_SETTINGS: Safeguard(EVENT_SETTINGS, egress.EventSettings.from_json, egress.weakenings),
-    API_KEYS: Safeguard(API_KEYS, KeyGrants.from_json, grant_weakenings, chained=False),
+    API_KEYS: Safeguard(API_KEYS, KeyGrants.from_json, grant_weakenings, chained=False, beneficiaries=grantees),
 }
 
 

@@ -17,7 +17,7 @@ from sqlalchemy import Table, and_, case, func, insert, select, update
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError
 
-from gate.chain.event_witness import ChainWitness, governance_chain_id, release_chain_id
+from gate.chain.event_witness import ChainWitness, governance_chain_id, key_chain_id, release_chain_id
 from gate.chain.links import scope_hash
 from gate.errors import Signal
 from gate.ledger.outbox_write import append_event
@@ -194,9 +194,16 @@ class ReleaseLedger:
         """A key grant's event row (gate.releases.key_grants) with what it records, in one
         transaction: the new key's row, or an existing key `(key_id, values)` set active with
         `values` (its permissions and holder; False, and nothing written, when that key is not
-        there). `ReleaseRace` when the seq was taken."""
+        there). `ReleaseRace` when the seq was taken. With a witness, the key chain is checked
+        against its witnessed checkpoint first, in the same transaction (a refusal writes
+        nothing), and its new checkpoint is published after (issue 64)."""
+        scope = row["scope"]
+        chain_id = witnessed_chain_id(scope, KEY_GRANTS_ID)
+        hashes: list[str] = []
         try:
             with self.ledger.write() as connection:
+                if self.witness is not None:
+                    hashes = self.witness.check(chain_id, lambda: _event_hashes(connection, scope, KEY_GRANTS_ID))
                 if key_row is not None:
                     connection.execute(insert(api_keys).values(**key_row))
                 if enable is not None:
@@ -209,6 +216,8 @@ class ReleaseLedger:
             raise ReleaseRace(str(row["seq"])) from exc
         except _NoSuchKey:
             return False
+        if self.witness is not None:
+            self.witness.publish(chain_id, [*hashes, row["event_hash"]])
         return True
 
     def halt_events(self, scope: str, rulebook_id: str) -> list[ReleaseEvent]:
@@ -289,8 +298,10 @@ def halt_rows(release_ledger: ReleaseLedger, scope: str, limit: int = 50) -> lis
 
 
 def witnessed_chain_id(scope: str, rulebook_id: str) -> str:
-    """The checkpoint chain id of a release chain, or of the scope's governance chain."""
+    """The checkpoint chain id of a release chain, of the scope's governance chain or of its key chain."""
     hashed = scope_hash(scope)
+    if rulebook_id == KEY_GRANTS_ID:
+        return key_chain_id(hashed)
     return governance_chain_id(hashed) if rulebook_id == GOVERNANCE_ID else release_chain_id(hashed, rulebook_id)
 
 

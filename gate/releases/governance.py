@@ -57,6 +57,9 @@ class Safeguard:
     # ledger's key rows, which change without a governance event while no approval is required:
     # a change states the value it read there, and a request is bound to the governance sequence.
     chained: bool = True
+    # The holders a change gives rights to (the scope's keys: each grantee): none of them may
+    # approve it, as the requester may not (`distinct_approver`).
+    beneficiaries: Callable[[Any, Any], frozenset[str]] = lambda _before, _after: frozenset()
 
 
 RELEASE_SAFEGUARD = Safeguard(RELEASE_POLICY, ReleasePolicy.from_json, weakenings)
@@ -83,6 +86,12 @@ def distinct_approver(request: PolicyRequest, approver: Principal) -> bool:
     counts holders through the one rule (gate.principals.is_distinct_approver), so a second key of
     the requester's holder is no second approver (issue 52)."""
     return is_distinct_approver(approver.holder_id, (holder_id(request.requested_by, request.requested_holder),))
+
+
+def beneficiary_approver(request: PolicyRequest, approver: Principal, row: Safeguard) -> bool:
+    """Whether `approver` acts for a holder the change gives rights to (`row.beneficiaries`: a
+    key's grantee never approves its own grant, with any of its keys; issue 64)."""
+    return not is_distinct_approver(approver.holder_id, row.beneficiaries(request.before, request.after))
 
 
 class PolicyRequestJSON(TypedDict):
@@ -231,7 +240,7 @@ def govern(state: GovernanceState, action: PolicyAction, seq: int,
                                 action.principal.holder)
         return _with_value(replace(state, pending=(*state.pending, request)), action.setting, action.before)
     if action.action == "policy_approve":
-        return _approve(state, action, seq)
+        return _approve(state, action, seq, row)
     raise _refused(action.setting, "invalid", f"a policy action is one of {', '.join(GOVERNANCE_ACTIONS)}", 400)
 
 
@@ -245,7 +254,7 @@ def _applied(state: GovernanceState, setting: str, value: Any, seq: int) -> Gove
     return replace(_with_value(state, setting, value), applied={**state.applied, setting: seq})
 
 
-def _approve(state: GovernanceState, action: PolicyAction, seq: int) -> GovernanceState:
+def _approve(state: GovernanceState, action: PolicyAction, seq: int, row: Safeguard) -> GovernanceState:
     setting = action.setting
     request = next((p for p in state.pending if p.seq == action.request_seq and p.setting == setting), None)
     if request is None:
@@ -254,6 +263,9 @@ def _approve(state: GovernanceState, action: PolicyAction, seq: int) -> Governan
     if not distinct_approver(request, action.principal):
         raise _refused(setting, "self", "a principal cannot approve its own request "
                        "(nor another key of the same holder)", 403)
+    if beneficiary_approver(request, action.principal, row):
+        raise _refused(setting, "self", "a holder cannot approve a grant to itself "
+                       "(nor with another of its keys)", 403)
     if state.applied.get(setting, 0) > request.seq or request.before != action.before:
         raise _refused(setting, "changed", "the setting changed since this request was made: "
                        "request the change again", 409)

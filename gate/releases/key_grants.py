@@ -133,6 +133,20 @@ def _grant(key_id: str, holder: Any, permissions: Any) -> tuple[str, str]:
     return str(holder), permissions
 
 
+def _gains(before: KeyGrants, after: KeyGrants) -> list[tuple[str, str, frozenset[str]]]:
+    """Each key of `after` that gains `release`, `approve`, `resolve` or `admin` over `before`
+    (a new or enabled key, a widened one, or one whose holder changed: all it holds), as (key id,
+    its holder, the rights gained)."""
+    out = []
+    for key_id, (holder, permissions) in sorted(after.keys.items()):
+        was = before.keys.get(key_id)
+        kept = parse_permissions(was[1]) if was is not None and was[0] == holder else frozenset()
+        gained = (parse_permissions(permissions) & HOLDER_REQUIRED) - kept
+        if gained:
+            out.append((key_id, holder, frozenset(gained)))
+    return out
+
+
 def grant_weakenings(before: KeyGrants, after: KeyGrants) -> tuple[str, ...]:
     """What a change of a scope's production keys weakens: each key that gains `release`,
     `approve`, `resolve` or `admin` (a new or enabled key, a widened one, or one whose holder
@@ -140,14 +154,13 @@ def grant_weakenings(before: KeyGrants, after: KeyGrants) -> tuple[str, ...]:
     production: the scope's first such key is its bootstrap (docs/releases.md, "Keys")."""
     if not before.keys:
         return ()
-    out = []
-    for key_id, (holder, permissions) in sorted(after.keys.items()):
-        was = before.keys.get(key_id)
-        kept = parse_permissions(was[1]) if was is not None and was[0] == holder else frozenset()
-        gained = (parse_permissions(permissions) & HOLDER_REQUIRED) - kept
-        if gained:
-            out.append(f"{key_id}: {permissions_text(frozenset(gained))}")
-    return tuple(out)
+    return tuple(f"{key_id}: {permissions_text(gained)}" for key_id, _holder, gained in _gains(before, after))
+
+
+def grantees(before: KeyGrants, after: KeyGrants) -> frozenset[str]:
+    """The holders a change of the scope's production keys gives rights to: none of them may
+    approve it (issue 64), whichever of its keys it uses (gate.releases.governance)."""
+    return frozenset(holder for _key_id, holder, _gained in _gains(before, after))
 
 
 def key_grants_of(rows: Sequence[Mapping[str, Any]], scope: str) -> KeyGrants:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from gate.chain.links import scope_hash
@@ -31,10 +32,10 @@ from gate.keys.apikeys import HOLDER_REQUIRED, parse_permissions, permissions_te
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
 from gate.ledger import Ledger
-from gate.ledger.releases import EventRow, ReleaseLedger, ReleaseRace
+from gate.ledger.releases import EventRow, ReleaseLedger, ReleaseRace, witnessed_chain_id
 from gate.principals import KEY_HOLDER_PREFIX, Principal, holder_id
 from gate.protocol.canonical import canonical_text
-from gate.releases.governance import GovernanceEvent
+from gate.releases.governance import GOVERNANCE_ID, GovernanceEvent
 from gate.releases.key_grants import (
     KEY_GRANTS_ID,
     KeyGrant,
@@ -74,11 +75,13 @@ class KeyService:
 
     def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None,
                  governance: GovernanceService | None = None) -> None:
-        self.store = ReleaseLedger(ledger)
         self.ledger = ledger
         self.signing = signing
         self.clock = clock or SystemClock()
         self.governance = governance or GovernanceService(ledger, signing, self.clock)
+        # The key chain in the governance chain's witnessed checkpoint log (issue 64): a grant is
+        # written only on a chain that extends its checkpoint, and checkpointed after.
+        self.store = ReleaseLedger(ledger, self.governance.store.witness)
 
     def create(self, principal: Principal, permissions: frozenset[str], row: dict[str, Any]) -> KeyChange:
         """Store the key `row`: at once, or (a weakening grant while approvals are required) as a
@@ -207,10 +210,16 @@ class KeyService:
 
     def history_document(self, scope: str) -> dict[str, Any]:
         """The scope's key chain as `gate verify` reads it, with the scope's governance chain (who
-        asked for and who approved each grant)."""
-        events = [json.loads(row["event_json"])
-                  for row in self.store.events(scope, KEY_GRANTS_ID, limit=HISTORY_LIMIT)]
-        return grants_document(scope_hash(scope), events, self.governance.history(scope))
+        asked for and who approved each grant). `CHAIN_INTEGRITY_FAILED` when either chain does
+        not extend its witnessed checkpoint."""
+        witness = self.store.witness
+        with self.ledger.one_snapshot():
+            if witness is not None:
+                for chain in (KEY_GRANTS_ID, GOVERNANCE_ID):
+                    witness.check(witnessed_chain_id(scope, chain), partial(self.store.event_hashes, scope, chain))
+            events = [json.loads(row["event_json"])
+                      for row in self.store.events(scope, KEY_GRANTS_ID, limit=HISTORY_LIMIT)]
+            return grants_document(scope_hash(scope), events, self.governance.history(scope))
 
 
 def _as_read(grants: KeyGrants, row: dict[str, Any]) -> KeyGrants:

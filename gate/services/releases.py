@@ -51,7 +51,14 @@ from gate.releases.figures import canary_figures, shadow_figures
 from gate.releases.governance import GOVERNANCE_ID, RELEASE_POLICY, GovernanceEvent, GovernanceState
 from gate.releases.guardrails import ArmCounts, GuardrailReport, evaluate
 from gate.releases.guards import manifest_problems
-from gate.releases.halts import OVERRIDE_HALT, halt_refusal, halted_versions
+from gate.releases.halts import (
+    OVERRIDE_HALT,
+    SAME_RULES,
+    halt_refusal,
+    halted_versions,
+    rules_hash,
+    serving_version,
+)
 from gate.releases.model import (
     DEFAULT_SUBJECT,
     Action,
@@ -377,7 +384,11 @@ class ReleaseService:
         expires = None
         if name in ("canary", "activate") and policy.require_approval:
             expires = iso_ms(_utc(now) + timedelta(seconds=policy.approval_ttl_seconds))
-        override = self._halt_override(scope, rulebook_id, state, checked, permissions)
+        # SECURITY: every halt of the release, not the newest page of its history: a halt 1,000
+        # events back binds as much as the last one (issue 41 mutation finding).
+        halted = halted_versions(self.store.halt_events(scope, rulebook_id))
+        checked = self._same_rules(scope, rulebook_id, state, checked, halted)
+        override = self._halt_override(state, checked, permissions, halted)
         manifest_hash = self._dry_run_evidence(rulebook_id, policy, checked, version, now)
         action = Action(name, principal.actor, iso_ms(now), version, checked.get("percent"),
                         checked.get("subject") if name == "canary" else None, checked.get("request_seq"), expires,
@@ -387,14 +398,33 @@ class ReleaseService:
         event, _after = build_event(state, action, inputs, self._signer())
         return event
 
-    def _halt_override(self, scope: str, rulebook_id: str, state: ReleaseState, checked: Mapping[str, Any],
-                       permissions: frozenset[str]) -> str | None:
-        """The halt rule (gate.releases.halts) for every move: a version its guardrail halted is
-        made to serve (activated, a canary, rolled back to, requested or approved) only by an
-        admin who says so and why; the override it records."""
-        # SECURITY: every halt of the release, not the newest page of its history: a halt 1,000
-        # events back binds as much as the last one (issue 41 mutation finding).
-        refusal = halt_refusal(checked, state, halted_versions(self.store.halt_events(scope, rulebook_id)))
+    def _same_rules(self, scope: str, rulebook_id: str, state: ReleaseState, checked: dict[str, Any],
+                    halted: frozenset[str]) -> dict[str, Any]:
+        """`checked` with its evidence naming the halted version whose rules (`rules_hash`) the
+        move makes serve under another label (issue 64), which the signed event keeps; a caller's
+        own `same_rules_as` is never taken."""
+        evidence = checked.get("evidence")
+        kept = {k: v for k, v in evidence.items() if k != SAME_RULES} if isinstance(evidence, Mapping) else evidence
+        checked = {**checked, "evidence": kept} if kept is not None else checked
+        version = serving_version(checked, state)
+        if version is None or version in halted or not halted:
+            return checked
+        served = self._rules_hash(scope, rulebook_id, version)
+        same = next((name for name in sorted(halted) if self._rules_hash(scope, rulebook_id, name) == served), None)
+        if served is None or same is None:
+            return checked
+        return {**checked, "evidence": {**(kept if isinstance(kept, Mapping) else {}), SAME_RULES: same}}
+
+    def _rules_hash(self, scope: str, rulebook_id: str, version: str) -> str | None:
+        snapshot = self.snapshots.bound_snapshot(scope, rulebook_id, version)
+        return rules_hash(json.loads(snapshot["body_json"])) if snapshot is not None else None
+
+    def _halt_override(self, state: ReleaseState, checked: Mapping[str, Any], permissions: frozenset[str],
+                       halted: frozenset[str]) -> str | None:
+        """The halt rule (gate.releases.halts) for every move: a version its guardrail halted (or
+        one with its rules) is made to serve (activated, a canary, rolled back to, requested or
+        approved) only by an admin who says so and why; the override it records."""
+        refusal = halt_refusal(checked, state, halted)
         if refusal is not None:
             raise refusal
         if checked.get("override") is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -108,6 +109,44 @@ def test_a_key_that_acts_on_production_is_a_signed_grant_gate_verify_checks(gate
     assert cut.returncode == 1 and "grant event 1: seq 2, expected 1 (gap or reorder)" in cut.stdout
     unproven = run(["verify", str(tmp_path / "grants.json")], gate_env)
     assert unproven.returncode == 1 and "NOT PROVEN (no trusted key)" in unproven.stdout
+
+
+def test_a_key_chain_cut_back_is_refused_and_fails_offline_against_the_checkpoint_log(gate_env, tmp_path):
+    """Issue 64: the key chain is witnessed in the gate's checkpoint log beside the release, hold
+    and governance chains. A writer of the database who deletes the newest grant is refused by the
+    next grant and by `gate keys history` (CHAIN_INTEGRITY_FAILED, nothing written), and the chain
+    cut back fails `gate verify --checkpoints` against a witness's copy of the log."""
+    made = [json.loads(run(["keys", "create", "--scope", "acme", "--permissions", permissions, "--holder", holder,
+                            "--json"], gate_env).stdout) for permissions, holder in
+            (("approve", ANN), ("release", "service:deployer"))]
+    assert [key["grant_seq"] for key in made] == [1, 2]
+    history = run(["keys", "history", "--scope", "acme"], gate_env)
+    assert history.returncode == 0, history.stderr
+    log = Path(gate_env["GATE_HOME"]) / "checkpoints.jsonl"
+    witness, registry = tmp_path / "witness.jsonl", tmp_path / "keys.json"
+    witness.write_text(log.read_text())
+    assert any(json.loads(line)["chain_id"].startswith("key_chain_") for line in witness.read_text().splitlines())
+    registry.write_text(json.dumps({"keys": _registry(gate_env)}))
+    document = json.loads(history.stdout)
+    (tmp_path / "whole.json").write_text(history.stdout)
+    (tmp_path / "cut.json").write_text(json.dumps({**document, "events": document["events"][:-1]}))
+    checked = ["--key-registry", str(registry), "--checkpoints", str(witness)]
+    whole = run(["verify", str(tmp_path / "whole.json"), *checked], gate_env)
+    assert whole.returncode == 0 and "VERIFIED (2 grants)" in whole.stdout, whole.stdout + whole.stderr
+    alone = run(["verify", str(tmp_path / "cut.json"), "--key-registry", str(registry)], gate_env)
+    assert alone.returncode == 0, alone.stdout  # the chain alone cannot see its newest grant cut off
+    cut = run(["verify", str(tmp_path / "cut.json"), *checked], gate_env)
+    assert cut.returncode == 1 and "NOT VERIFIED" in cut.stdout, cut.stdout
+    assert "checkpoint_log.size: the chain was cut back" in cut.stdout, cut.stdout
+
+    with sqlite3.connect(gate_env["GATE_DATABASE_URL"].removeprefix("sqlite:///")) as db:
+        db.execute("DELETE FROM release_events WHERE rulebook_id = '@api-keys' AND seq = 2")
+    keys_before = _listed(gate_env)
+    refused = run(["keys", "create", "--scope", "acme", "--permissions", "resolve", "--holder", ANN], gate_env)
+    assert refused.returncode != 0 and "CHAIN_INTEGRITY_FAILED" in refused.stderr, refused.stderr
+    assert _listed(gate_env) == keys_before  # nothing written: no key, no grant
+    served = run(["keys", "history", "--scope", "acme"], gate_env)
+    assert served.returncode != 0 and "CHAIN_INTEGRITY_FAILED" in served.stderr, served.stdout + served.stderr
 
 
 def _registry(gate_env: dict[str, str]) -> list[dict]:

@@ -26,7 +26,7 @@ from gate.holds.policy import HoldPolicy, weakenings
 from tests.holds.support import Holds, MovingClock, held_request, policy, queue
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
-TEAM, ALICE, BOB = "T0001TEAM", "U0001ALICE", "U0002BOB"
+TEAM, ALICE, BOB, EVIL = "T0001TEAM", "U0001ALICE", "U0002BOB", "U0003EVIL"
 ISSUER = "https://idp.example"
 
 
@@ -85,8 +85,9 @@ def slack_api():
 def grants(tmp_path):
     path = tmp_path / "grants.json"
     path.write_text(json.dumps({
-        "users": {"alice": {"tenant_a": ["reviewer"]}, "bob": {"tenant_a": ["viewer"]}},
-        "slack": {f"{TEAM}/{ALICE}": f"person:{ISSUER}#alice", f"{TEAM}/{BOB}": f"person:{ISSUER}#bob"}}))
+        "issuer": ISSUER, "users": {"alice": {"tenant_a": ["reviewer"]}, "bob": {"tenant_a": ["viewer"]}},
+        "slack": {f"{TEAM}/{ALICE}": f"person:{ISSUER}#alice", f"{TEAM}/{BOB}": f"person:{ISSUER}#bob",
+                  f"{TEAM}/{EVIL}": "person:https://evil.example#alice"}}))
     return path
 
 
@@ -375,6 +376,24 @@ def test_slack_interactions_refused_change_nothing(gate, keys, make_app, clock, 
     assert (answer.status_code, answer.get_json()["error"]) == (503, "SLACK_NOT_CONFIGURED")
     shown = Holds(gate.test_client(), keys["caller"]).resolution(record["decision_id"]).get_json()
     assert shown["state"] == "open" and shown["hold"]["approvals"] == [] and shown["resolution"] is None
+
+
+def test_a_slack_user_mapped_to_another_issuer_s_subject_holds_none_of_its_roles(gate, keys, clock, grants):
+    """Issue 64: the grants file matches a person by issuer and subject. A Slack user mapped to
+    `person:https://evil.example#alice` is not alice of the file's issuer: it holds none of her
+    roles (403, nothing changes), so it is no second holder either; alice's own click still acts."""
+    record = _held(gate, keys)
+    client = gate.test_client()
+    refused = _signed(client, _interaction(record["decision_id"], user=EVIL), clock.now())
+    assert (refused.status_code, refused.get_json()["error"]) == (403, "HOLD_PERMISSION_DENIED"), refused.get_json()
+    shown = Holds(client, keys["caller"]).resolution(record["decision_id"]).get_json()
+    assert shown["state"] == "open" and shown["hold"]["approvals"] == []
+    grants.write_text(json.dumps({**json.loads(grants.read_text()), "issuer": None}))  # a file stating none
+    unusable = _signed(client, _interaction(record["decision_id"]), clock.now())
+    assert (unusable.status_code, unusable.get_json()["error"]) == (503, "SLACK_NOT_CONFIGURED")
+    grants.write_text(json.dumps({**json.loads(grants.read_text()), "issuer": ISSUER}))
+    answer = _signed(client, _interaction(record["decision_id"]), clock.now())
+    assert answer.status_code == 200 and answer.get_json()["event"]["actor"] == f"person:{ISSUER}#alice"
 
 
 def test_the_running_dispatcher_sends_both_within_five_seconds_of_the_hold(make_app, issue_key, smtp, slack_api):

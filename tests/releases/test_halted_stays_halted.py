@@ -158,6 +158,35 @@ def test_approving_a_halted_version_needs_the_admin_override_too(client, issue_k
     assert admin.status().json["state"]["active"]["version"] == "v2"
 
 
+def test_the_halted_rules_under_another_label_are_halted_too(client, issue_key, admin, releaser, halted):
+    """Issue 64: a halt binds the version's rules, not only its label. v1's rules republished as
+    `v1-again` are refused as v1 is, on every move that makes them
+    serve, and nothing changes; other rules (`v3`) are not; an admin's override with a reason
+    makes them serve, and the signed history that records it (its evidence names v1) verifies."""
+    key, _key_id = releaser
+    published = admin.publish(version("v1-again"))
+    assert published.status_code == 201, published.json
+    assert admin.publish(version("v3", approve_limit=12)).status_code == 201
+    refused = _refused(key.act("activate", version="v1-again"), "RELEASE_VERSION_HALTED", 409)
+    assert refused["version"] == "v1-again"
+    assert refused["message"] == ("activate makes version 'v1-again', the rules of version 'v1', serve, which its "
+                                  "guardrail halted: only an admin does so, with override 'guardrail_halt' and a reason")
+    _refused(key.act("canary", version="v1-again", percent=5), "RELEASE_VERSION_HALTED", 409)
+    # A caller never states the evidence (the gate finds the rules): refused, nothing changes.
+    _refused(key.act("activate", version="v1-again", evidence={"same_rules_as": "v2"}), "RELEASE_ACTION_INVALID", 400)
+    _refused(admin.act("activate", version="v1-again", reason="no override"), "RELEASE_VERSION_HALTED", 409)
+    after = admin.status().json
+    assert after["history"] == halted["history"] and after["state"]["active"]["version"] == "v2"
+    other = key.act("activate", version="v3")
+    assert other.status_code == 201 and other.json["event"]["override"] is None, other.json
+    back = admin.act("activate", version="v1-again", override="guardrail_halt", reason="the adapter is fixed")
+    assert back.status_code == 201, back.json
+    assert back.json["event"]["evidence"] == {"same_rules_as": "v1"}
+    history = admin.history().json
+    check = verify_history(history["events"], _anchors(client), history["governance"])
+    assert check.valid, check.problems
+
+
 def _gate(gate_env: dict[str, str], *args: str, process: bool = True) -> subprocess.CompletedProcess[str]:
     """`gate ARGS` as a subprocess; `process=False` in process (tests.cli_in_process), for the
     repeated offline `gate verify` runs (its entry point runs as a subprocess once in this file)."""

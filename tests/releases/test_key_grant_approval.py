@@ -107,6 +107,22 @@ def test_two_keys_of_the_requester_are_refused_as_approvers_of_its_grant(client,
     assert client.get(POLICY, headers={"x-api-key": asked["api_key"]}).status_code == 200
 
 
+def test_the_holder_a_grant_is_for_never_approves_it(client, gate_env):
+    """Issue 64: the operator asks for a `release` key for Bob; Bob's own approve key (another
+    key of the grantee) is refused as its approver, through HTTP, and nothing changes; Ann, a
+    third holder, approves it."""
+    ann, bob = _requiring_approvals(client, gate_env)
+    asked = _key(gate_env, "release", BOB)
+    assert asked["status"] == "pending", asked
+    before = client.get(GRANTS, headers=ann.headers()).json
+    refused = _approve(client, bob.key, asked["request_seq"])
+    assert refused.status_code == 403 and refused.json["error"] == "GOVERNANCE_SELF_APPROVAL", refused.json
+    assert "cannot approve a grant to itself" in refused.json["message"]
+    _unchanged(client, ann, asked, before)
+    assert _approve(client, ann.key, asked["request_seq"]).status_code == 200
+    assert client.get(POLICY, headers={"x-api-key": asked["api_key"]}).status_code == 200
+
+
 def test_enabling_and_widening_a_key_are_grants_too(make_app, gate_env):
     client = make_app(api_key_cache_ms=0).test_client()  # a widened key's rights are read at once
     ann, bob = _requiring_approvals(client, gate_env)

@@ -11,7 +11,9 @@ production (releases), so it is an operator tool, not a public page:
   provider (`workbench.app.oidc`: issuer, subject, display name and the groups claim) or
   against a password file of scrypt hashes (`workbench.app.passwords`; issuer "password-file",
   subject the user name). A grants file (`gate.grants.load_grants`) gives each person roles per
-  scope, by user (subject) and by group; a person without a role in a scope does not see it.
+  scope, by user (issuer and subject: `Grants.person_entry`, with this workbench's sign-in issuer
+  when the file states none; a file stating another issuer is refused at start) and by group; a
+  person without a role in a scope does not see it.
 
 Grants file (one per deployment; docs/workbench.md, "Roles and the grants file"):
 
@@ -129,13 +131,20 @@ class Access:
     def authenticated(self) -> bool:
         return self.basic_auth_file is not None or self.oidc is not None
 
+    @property
+    def sign_in_issuer(self) -> str | None:
+        """The one issuer this workbench signs people in with (None: no sign-in)."""
+        if self.oidc is not None:
+            return self.oidc.issuer
+        return PASSWORD_FILE_ISSUER if self.basic_auth_file is not None else None
+
     def roles_in(self, identity: Identity | None, scope: str) -> frozenset[str]:
         """The roles `identity` holds in `scope` (none for no identity: fail closed)."""
         if identity is None:
             return frozenset()
         if identity.operator and self.grants is None and not self.authenticated:
             return frozenset(ROLES)
-        return self.grants.roles(identity, scope) if self.grants is not None else frozenset()
+        return self.grants.roles(identity, scope, self.sign_in_issuer) if self.grants is not None else frozenset()
 
     def permissions_in(self, identity: Identity | None, scope: str) -> frozenset[str]:
         """What `identity` may do in `scope` (gate.principals.ROLE_PERMISSIONS of its roles)."""
@@ -169,7 +178,12 @@ def access_for(address: str, basic_auth_file: Path | None, grants_file: Path | N
             raise AccessConfigError(str(exc)) from None
     if grants_file is None:
         raise AccessConfigError("sign-in needs --grants FILE: say which roles each person has in which scopes")
-    return Access(basic_auth_file, load_grants(grants_file), oidc, grants_file)
+    access = Access(basic_auth_file, load_grants(grants_file), oidc, grants_file)
+    stated = access.grants.issuer if access.grants is not None else None
+    if stated is not None and stated != access.sign_in_issuer:
+        raise AccessConfigError(f"grants file {grants_file}: its issuer {stated!r} is not the issuer people sign in "
+                                f"with here ({access.sign_in_issuer!r}): its users would match nobody")
+    return access
 
 
 def roles_text(roles: Iterable[str]) -> str:

@@ -93,9 +93,31 @@ def test_roles_per_scope_come_from_the_user_and_from_each_group(tmp_path):
     assert access.roles_in(bob, "acme") == {"approver"}
     assert access.roles_in(bob, "globex") == {"approver", "admin"}
     assert "release" not in access.permissions_in(bob, "globex")
-    # A user entry is by subject: another issuer's "ana" is the same entry only in one deployment
-    # (one issuer per deployment), and a group nobody vouched for grants nothing.
+    # A user entry is by issuer and subject: another issuer's "ana" is someone else (issue 64), and
+    # a group nobody vouched for grants nothing.
     assert access.roles_in(Identity(Principal.person("https://id.example", "carol")), "acme") == frozenset()
+    assert access.roles_in(Identity(Principal.person("https://evil.example", "ana")), "acme") == frozenset()
+
+
+def test_a_grants_file_s_issuer_is_the_one_people_sign_in_with(tmp_path):
+    """Issue 64: a grants file stating its issuer matches people of that issuer only; the workbench
+    refuses at start one whose issuer is not the one it signs people in with."""
+    users = _write(tmp_path / "users.json", {"ana": HASH})
+    stated = _write(tmp_path / "grants.json", {"issuer": "password-file", "users": {"ana": {"acme": ["author"]}}})
+    access = access_for("0.0.0.0", users, stated)
+    assert access.roles_in(Identity.password_user("ana"), "acme") == {"author"}
+    assert access.roles_in(Identity(Principal.person("https://idp.example", "ana")), "acme") == frozenset()
+    other = _write(tmp_path / "other.json", {"issuer": "https://idp.example", "users": {"ana": {"acme": ["author"]}}})
+    with pytest.raises(AccessConfigError) as refused:
+        access_for("0.0.0.0", users, other)
+    assert str(refused.value) == (f"grants file {other}: its issuer 'https://idp.example' is not the issuer people "
+                                  "sign in with here ('password-file'): its users would match nobody")
+    for bad in ({"issuer": 7, "users": {}}, {"issuer": "bad\nissuer", "users": {}}):
+        with pytest.raises(AccessConfigError, match="'issuer' must be the issuer's text"):
+            access_for("0.0.0.0", users, _write(tmp_path / "bad.json", bad))
+    slack = _write(tmp_path / "slack.json", {"users": {}, "slack": {"T0001TEAM/U0001ANA": "person:password-file#ana"}})
+    with pytest.raises(AccessConfigError, match="'slack' maps Slack users to people: state 'issuer'"):
+        access_for("0.0.0.0", users, slack)
 
 
 @pytest.mark.parametrize("content, message", [
@@ -245,7 +267,7 @@ def test_a_grants_file_may_name_users_only_or_groups_only(tmp_path):
     assert only_groups.roles_in(Identity(Principal.person("i", "ana"), ("ops",)), "x") == {"viewer"}
     assert only_groups.roles_in(Identity(Principal.person("i", "ana"), ("other",)), "x") == frozenset()
     only_users = access_for("0.0.0.0", users, _write(tmp_path / "u.json", {"users": {"ana": {"x": ["author"]}}}))
-    assert only_users.roles_in(Identity(Principal.person("i", "ana"), ("ops",)), "x") == {"author"}
+    assert only_users.roles_in(Identity(Principal.person("password-file", "ana"), ("ops",)), "x") == {"author"}
 
 
 def test_sign_in_by_an_identity_provider_keeps_its_settings(tmp_path):
@@ -262,7 +284,9 @@ def test_an_identity_without_a_subject_matches_no_user_entry():
     from workbench.app.access import Grants
 
     grants = Grants(users={"": {"a": frozenset({"admin"})}, "XXXX": {"a": frozenset({"viewer"})}})
-    assert grants.roles(Identity(Principal.api_key("key_1")), "a") == {"admin"}  # the empty name, never another
+    # Only a person of the file's issuer has a user entry (issue 64): never the empty name, nor another.
+    assert grants.roles(Identity(Principal.api_key("key_1")), "a") == frozenset()
+    assert grants.roles(Identity(Principal.api_key("key_1")), "a", "password-file") == frozenset()
 
 
 def test_a_grants_file_names_revocations_as_instants_with_their_zone(tmp_path):
@@ -292,4 +316,5 @@ def test_a_grants_file_names_revocations_as_instants_with_their_zone(tmp_path):
     with pytest.raises(AccessConfigError) as refused:
         access_for("0.0.0.0", users, bad)
     assert str(refused.value) == (f"grants file {bad}: unknown member(s) 'roles'; "
-                                  'it is {"users": {...}, "groups": {...}, "revoked": {...}, "slack": {...}, "ci": {...}}')
+                                  'it is {"issuer": "...", "users": {...}, "groups": {...}, "revoked": {...}, '
+                                  '"slack": {...}, "ci": {...}}')
