@@ -142,6 +142,7 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "HOLD_ALREADY_VOTED": (409, "hold_already_voted"),
     "HOLD_CLAIMED": (409, "hold_claimed"),
     "HOLD_NOT_ESCALABLE": (409, "hold_not_escalable"),
+    "HOLD_MOVE_LOOSENS": (409, "hold_move_loosens"),
     "HOLD_BUSY": (503, "unavailable"),
     "HOLD_PERMISSION_DENIED": (403, "forbidden"),
     "HOLD_FOUR_EYES": (403, "forbidden"),

@@ -16,8 +16,8 @@ claim, a required justification; each step is a signed event of the scope's hold
     gate holds policy-approve --scope S --request-seq N [--reason R] (always JSON)
 
 A refusal (an unknown hold, one already resolved, a malformed reason code, four eyes, a queue the
-policy does not name, a queue with nowhere to escalate to, …) ends
-in one line, `gate holds: CODE: message`, and exit status 2.
+policy does not name, a queue with nowhere to escalate to, a queue that would loosen the hold's
+guard, …) ends in one line, `gate holds: CODE: message`, and exit status 2.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def add_holds_parser(sub: Subparsers) -> None:
     texts = {"resolve": "approve or deny a hold (a signed vote; it closes the hold when its quorum is met)",
              "claim": "claim a hold, so other reviewers leave it to you for 30 minutes",
              "unclaim": "release your claim on a hold",
-             "reassign": "move an open hold to another of the scope's queues (its deadline and quorum follow)",
+             "reassign": "move an open hold, with its votes, to another of the scope's queues (never a looser one)",
              "escalate": "move an open hold to the queue its queue escalates to, before its escalation time"}
     for name in _STEPS:
         parser = hsub.add_parser(name, help=texts[name])

@@ -195,6 +195,7 @@ CASES.update({
     "HOLD_ALREADY_VOTED": lambda c: _voted_twice(c),
     "HOLD_CLAIMED": lambda c: _claimed(c),
     "HOLD_NOT_ESCALABLE": lambda c: _hold_api(c, "decide,resolve").act(_held_id(c), "escalate"),
+    "HOLD_MOVE_LOOSENS": lambda c: _moved_looser(c),
     "HOLD_BUSY": lambda c: _hold_busy(c),
     "HOLD_PERMISSION_DENIED": lambda c: _hold_api(c, "decide").resolve(_held_id(c)),
     "HOLD_FOUR_EYES": lambda c: _four_eyes(c),
@@ -283,6 +284,14 @@ def _two_person_policy(c, **queue_args):
     from tests.holds.support import policy, queue
 
     assert _hold_api(c, "decide,admin").put_policy(policy({"default": queue(**queue_args)})).status_code == 200
+
+
+def _moved_looser(c):
+    from tests.holds.support import policy, queue
+
+    assert _hold_api(c, "decide,admin").put_policy(policy({"default": queue(quorum="two"), "lax": queue()})
+                                                   ).status_code == 200
+    return _hold_api(c, "decide,resolve").act(_held_id(c), "reassign", {"queue": "lax"})
 
 
 def _voted_twice(c):

@@ -189,10 +189,13 @@ for _step in (
              _STEP_ANSWERS, errors=_HOLD_STEP_ERRORS, tags=("holds",), charged=True),
     Endpoint("post", _HOLD + "/unclaim", "Release one's own claim.", True, _STEP_ANSWERS,
              errors=_HOLD_STEP_ERRORS, tags=("holds",), charged=True),
-    Endpoint("post", _HOLD + "/reassign", "Move the hold to another queue `{queue, note?}`.", True, _STEP_ANSWERS,
-             errors=_HOLD_STEP_ERRORS, request_body="HoldReassign", tags=("holds",), charged=True),
-    Endpoint("post", _HOLD + "/escalate", "Move the hold to its queue's escalation queue now.", True,
-             _STEP_ANSWERS, errors=_HOLD_STEP_ERRORS + ("HOLD_NOT_ESCALABLE",), tags=("holds",), charged=True),
+    Endpoint("post", _HOLD + "/reassign", "Move the hold to another queue `{queue, note?}` with the votes it has; "
+             "a queue whose guard is looser, or whose channels tell a new recipient, is refused.", True, _STEP_ANSWERS,
+             errors=_HOLD_STEP_ERRORS + ("HOLD_MOVE_LOOSENS",), request_body="HoldReassign", tags=("holds",),
+             charged=True),
+    Endpoint("post", _HOLD + "/escalate", "Move the hold to its queue's escalation queue now (never to a looser "
+             "guard or a new recipient).", True, _STEP_ANSWERS,
+             errors=_HOLD_STEP_ERRORS + ("HOLD_NOT_ESCALABLE", "HOLD_MOVE_LOOSENS"), tags=("holds",), charged=True),
 ):
     _step_route(_step)
 

@@ -2,14 +2,15 @@
 
 Every setting that guards production or sends records out of the gate changes through one service
 (gate.services.governance) and one signed chain (gate.releases.governance). This table says, per
-setting, how its whole value is read and which members a change weakens; while the scope requires
+setting, how its whole value is read and what a change weakens: what it lets through that the value
+before did not (docs/releases.md, "One rule for every safeguard"); while the scope requires
 approvals (its release policy's `require_approval`), a weakening change is a request a second,
 distinct holder approves.
 
-| setting | members that weaken it |
+| setting | what weakens it |
 |---|---|
 | `release_policy` | `require_approval`, `refuse_superseded_inline`, `require_dry_run` turned off; a longer `approval_ttl_seconds`; while the dry-run stays required, a larger `dry_run_max_age_seconds` or `dry_run_canary_percent` (gate.releases.policy.weakenings) |
-| `hold_policy` | `four_eyes` turned off; a queue removed; a queue's smaller quorum, fewer members under `all`, longer deadline, justification turned off, escalation removed or later; held records routed or escalated to a queue whose guard is looser; a reviewers' channel added (gate.holds.policy.weakenings) |
+| `hold_policy` | what the change lets through (issue 64): for every queue a held record reaches (its route or the default queue and their escalations; a move never reaches further), a guard that fewer or other holders, or a vote without a note, satisfy, a longer wait, or a recipient its facts did not reach; `four_eyes` turned off; a queue removed (gate.holds.policy.weakenings) |
 | `event_settings` | `decision_created` turned on (gate.events.egress.weakenings) |
 | `api_keys` | a key that gains `release`, `approve`, `resolve` or `admin`: created, enabled again, widened, or given another holder; none while no key of the scope acts on production, the scope's bootstrap (gate.releases.key_grants.grant_weakenings); the holder a grant is for never approves it (`grantees`) |
 

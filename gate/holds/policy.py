@@ -24,7 +24,7 @@ once a policy exists. Nothing here reads a clock or a database.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict
 
@@ -151,6 +151,35 @@ class Queue:
             return len(self.members)
         return 2 if self.quorum == "two" else 1
 
+    def guard(self) -> Guard:
+        """What approves a hold of this queue."""
+        return Guard(self.approvals_needed(), frozenset(self.members) if self.quorum == "all" else None,
+                     self.require_justification)
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """What approves a held action: `approvals_needed` distinct holders, every one of `members`
+    among them (quorum `all`; None: any holder that may resolve), each vote with a note when
+    `require_justification`. One guard is looser than another when it lets a hold be approved by
+    fewer holders, by other holders, or without a note."""
+
+    approvals_needed: int
+    members: frozenset[str] | None = None
+    require_justification: bool = False
+
+    def loosened_by(self, other: Guard) -> list[str]:
+        """What `other` lets through that this guard does not: fewer approvals (`quorum`), a
+        member it no longer requires (`members`), a vote without a note (`require_justification`)."""
+        out = []
+        if other.approvals_needed < self.approvals_needed:
+            out.append("quorum")
+        if self.members is not None and (other.members is None or not self.members <= other.members):
+            out.append("members")
+        if self.require_justification and not other.require_justification:
+            out.append("require_justification")
+        return out
+
 
 @dataclass(frozen=True, slots=True)
 class Route:
@@ -191,6 +220,20 @@ class HoldPolicy:
     def queue(self, name: str | None) -> Queue | None:
         """The queue of this name (None: none, as for a queue with no escalation)."""
         return next((q for q in self.queues if q.name == name), None)
+
+    def path(self, name: str | None) -> tuple[Queue, ...]:
+        """The queue of this name and the queues its escalations move a hold to, in order."""
+        out: list[Queue] = []
+        queue = self.queue(name)
+        while queue is not None and queue not in out:  # from_json refuses a loop; a read is bounded anyway
+            out.append(queue)
+            queue = self.queue(queue.escalate_to)
+        return tuple(out)
+
+    def reach(self, policy_id: Any, rule_id: Any) -> tuple[Queue, ...]:
+        """Every queue a record held under `policy_id` by `rule_id` reaches by this policy: where
+        it is routed (or the default queue) and the escalations from there."""
+        return self.path(self.assign(policy_id, rule_id).queue.name)
 
     def assign(self, policy_id: Any, rule_id: Any) -> Assignment:
         """The queue and priority of a record held under `policy_id` by `rule_id`."""
@@ -273,47 +316,56 @@ def _check_escalations(policy: HoldPolicy) -> None:
             queue = nxt
 
 
-def _recipients(queue: Queue | None) -> set[str]:
-    notify = queue.notify if queue is not None else None
-    if notify is None:
-        return set()
-    return {f"email:{a.lower()}" for a in notify.email} | (
-        {f"slack:{notify.slack_channel}"} if notify.slack_channel else set())
+def recipients(queues: Iterable[Queue | None]) -> frozenset[str]:
+    """Every e-mail address (whatever its case) and Slack channel the queues' channels tell."""
+    out: set[str] = set()
+    for queue in queues:
+        notify = queue.notify if queue is not None else None
+        if notify is not None:
+            out |= {f"email:{a.lower()}" for a in notify.email}
+            out |= {f"slack:{notify.slack_channel}"} if notify.slack_channel else set()
+    return frozenset(out)
+
+
+def move_loosens(guard: Guard, reached: frozenset[str], target: Queue) -> list[str]:
+    """What moving a hold of `guard`, whose facts may reach `reached`, to `target` would let
+    through (docs/holds.md, "Moving a hold"): a looser guard (`Guard.loosened_by`), or `notify`
+    when the target's channels would tell a recipient the hold may not reach. [] : the move keeps
+    the hold as guarded and as contained as it is."""
+    return guard.loosened_by(target.guard()) + (["notify"] if recipients((target,)) - reached else [])
+
+
+def _lets_through(before: Sequence[Queue], after: Sequence[Queue]) -> bool:
+    """Whether a held record that reaches the queues `after` instead of `before` can be approved
+    by fewer or other holders, or without a note (some queue of `after` is looser than every
+    queue of `before`), or its facts reach a recipient none of `before` tells."""
+    looser = any(all(b.guard().loosened_by(a.guard()) for b in before) for a in after)
+    return looser or bool(recipients(after) - recipients(before))
 
 
 def _notify_weakenings(before: Queue | None, after: Queue) -> list[str]:
     """A channel added: a hold's facts then leave the gate for an address or a Slack channel they
     did not reach before (as `decision_created` turned on does). A channel removed, or a longer
     digest, is not: a hold nobody hears of expires, which never approves."""
-    return ["notify"] if _recipients(after) - _recipients(before) else []
+    return ["notify"] if recipients((after,)) - recipients((before,)) else []
 
 
-def _queue_weakenings(before: Queue, after: Queue) -> list[str]:
-    """The members by which `after` loosens `before`'s guard on a held action: fewer approvals,
-    fewer members under `all`, a later deadline, no written justification, an escalation removed
-    or later."""
+def _timing_weakenings(before: Queue, after: Queue) -> list[str]:
+    """A later deadline, an escalation removed or later: a held action waits longer for its guard."""
     out = []
-    if after.approvals_needed() < before.approvals_needed():
-        out.append("quorum")
-    if before.quorum == "all" and after.quorum == "all" and set(before.members) - set(after.members):
-        out.append("members")
     if after.deadline_seconds > before.deadline_seconds:
         out.append("deadline_seconds")
-    if before.require_justification and not after.require_justification:
-        out.append("require_justification")
     if before.escalate_after_seconds is not None and (
             after.escalate_after_seconds is None or after.escalate_after_seconds > before.escalate_after_seconds):
         out.append("escalate_after_seconds")
     return out
 
 
-def _looser(went: Queue | None, goes: Queue | None) -> bool:
-    """Whether held records that went to `went` now go to another queue with a looser guard."""
-    return went is not None and goes is not None and went.name != goes.name and bool(_queue_weakenings(went, goes))
-
-
-def _escalation(policy: HoldPolicy, queue: Queue) -> Queue | None:
-    return policy.queue(queue.escalate_to)
+def _queue_weakenings(before: Queue, after: Queue) -> list[str]:
+    """The members by which `after` loosens `before`'s guard on a held action: its guard looser
+    (`Guard.loosened_by`: fewer approvals, a member no longer required, no written
+    justification), a later deadline, an escalation removed or later."""
+    return before.guard().loosened_by(after.guard()) + _timing_weakenings(before, after)
 
 
 def _route_keys(before: HoldPolicy, after: HoldPolicy) -> list[tuple[str, str | None]]:
@@ -325,10 +377,13 @@ def _route_keys(before: HoldPolicy, after: HoldPolicy) -> list[tuple[str, str | 
 
 
 def weakenings(before: HoldPolicy, after: HoldPolicy) -> tuple[str, ...]:
-    """The members `after` weakens (docs/holds.md, "Changing the hold policy"): four eyes off; a
-    queue removed; a queue's guard loosened (`_queue_weakenings`); a queue's reviewers' channel
-    added (`_notify_weakenings`: facts leave the gate for a new recipient); a class of held records routed
-    (or escalated) to a queue whose guard is looser than the one it went to before."""
+    """The members `after` weakens (docs/holds.md, "Changing the hold policy"), derived from what
+    the change lets through: four eyes off; a queue removed; a queue's own guard loosened, its
+    deadline or escalation later (`_queue_weakenings`); a reviewers' channel added; and, for every
+    queue a held record reaches (a queue and its escalations, `escalate_to`; where a route or the
+    default sends a class of records, `routes[P/R]`, `default_queue`), a queue whose guard is
+    looser than every queue it reached before, or a recipient it did not reach (`_lets_through`).
+    A move never reaches more (`move_loosens`), so a reassignment adds nothing to compare."""
     out = ["four_eyes"] if before.four_eyes and not after.four_eyes else []
     for queue in before.queues:
         kept = after.queue(queue.name)
@@ -337,14 +392,22 @@ def weakenings(before: HoldPolicy, after: HoldPolicy) -> tuple[str, ...]:
             continue
         out += [f"queues.{queue.name}.{member}" for member in _queue_weakenings(queue, kept)]
         out += [f"queues.{queue.name}.{member}" for member in _notify_weakenings(queue, kept)]
-        if _looser(_escalation(before, queue), _escalation(after, kept)):
+        if _lets_through(before.path(queue.name), after.path(kept.name)[1:]):
             out.append(f"queues.{queue.name}.escalate_to")
     for queue in after.queues:
         if before.queue(queue.name) is None:  # a new queue's channels are new recipients too
             out += [f"queues.{queue.name}.{member}" for member in _notify_weakenings(None, queue)]
     for policy_id, rule_id in _route_keys(before, after):
-        if _looser(before.assign(policy_id, rule_id).queue, after.assign(policy_id, rule_id).queue):
+        went, goes = before.assign(policy_id, rule_id).queue, after.assign(policy_id, rule_id).queue
+        if _moved_through(before, after, went, goes):
             out.append(f"routes[{policy_id}/{rule_id or '*'}]")
-    if _looser(before.queue(before.default_queue), after.queue(after.default_queue)):
+    if _moved_through(before, after, before.assign(None, None).queue, after.assign(None, None).queue):
         out.append("default_queue")
     return tuple(dict.fromkeys(out))
+
+
+def _moved_through(before: HoldPolicy, after: HoldPolicy, went: Queue, goes: Queue) -> bool:
+    """Whether records that went to `went` (and its escalations) now reach more through `goes`, or
+    wait longer (a queue of the same name is compared queue by queue above)."""
+    return went.name != goes.name and (bool(_timing_weakenings(went, goes)) or _lets_through(
+        before.path(went.name) or (went,), after.path(goes.name) or (goes,)))

@@ -53,7 +53,7 @@ from gate.holds.events import (
     build_head,
 )
 from gate.holds.links import inbox_url
-from gate.holds.policy import PRIORITIES, HoldPolicy, Queue
+from gate.holds.policy import PRIORITIES, Guard, HoldPolicy, Queue, move_loosens, recipients
 from gate.holds.similar import NEAREST, WINDOW, nearest
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
@@ -290,7 +290,8 @@ def hold_view(row: HoldRow) -> HoldView:
     }
 
 
-HOLD_DENIED = "HOLD_PERMISSION_DENIED"  # the code of every right a hold step lacks (gate.principals.require)
+HOLD_DENIED = "HOLD_PERMISSION_DENIED"
+_STAYS = "the escalation would loosen the hold's guard or tell a new recipient; it stays"  # the clock's note  # the code of every right a hold step lacks (gate.principals.require)
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,10 +439,12 @@ class HoldService:
         require(permissions, "resolve", HOLD_DENIED)
         self._row(scope, decision_id)  # SECURITY: another scope's hold is a 404 before any body check
         bodies.check("hold-reassign", body, "HOLD_RESOLUTION_INVALID")
-        queue, note = self.policy(scope).queue(body["queue"]), body.get("note")
+        policy = self.policy(scope)
+        queue, note = policy.queue(body["queue"]), body.get("note")
         if queue is None:
             raise GateError("HOLD_RESOLUTION_INVALID", "queue must name one of the scope's queues")
-        return self._step(scope, decision_id, lambda row: self._move_step(row, principal, "reassign", queue, note))
+        return self._step(scope, decision_id,
+                          lambda row: self._move_step(row, principal, "reassign", queue, note, policy))
 
     def escalate(self, scope: str, principal: Principal, permissions: frozenset[str],
                  decision_id: str) -> HoldStep:
@@ -453,7 +456,7 @@ class HoldService:
             target = policy.queue(current.escalate_to) if current and current.escalate_to else None
             if target is None:
                 raise GateError("HOLD_NOT_ESCALABLE", "this hold's queue names no queue to escalate to")
-            return self._move_step(row, principal, "escalate", target, None)
+            return self._move_step(row, principal, "escalate", target, None, policy)
         return self._step(scope, decision_id, step)
 
     def set_policy(self, scope: str, principal: Principal, permissions: frozenset[str], body: Any) -> HoldPolicyAnswer:
@@ -559,7 +562,8 @@ class HoldService:
         if row["require_justification"] and not vote.note:
             raise GateError("HOLD_RESOLUTION_INVALID", "this queue requires a written justification (note)")
         self._check_claim(row, principal)
-        closes = vote.decision == "deny" or len(approvals) + 1 >= row["approvals_needed"]
+        counted = [a for a in approvals if queue is None or queue.quorum != "all" or _approval_is_member(a, queue)]
+        closes = vote.decision == "deny" or len(counted) + 1 >= row["approvals_needed"]
         outcome = (DENIED if vote.decision == "deny" else APPROVED) if closes else None
         step = Step("vote", principal, "", row["decision_id"], row["record_hash"], vote=vote.decision,
                     reason_code=vote.reason_code, note=vote.note, queue=row["queue"], outcome=outcome,
@@ -589,16 +593,23 @@ class HoldService:
         return step, move, "hold.claimed" if not release else "hold.unclaimed"
 
     def _move_step(self, row: HoldRow, principal: Principal, action: Literal["escalate", "reassign"], queue: Queue,
-                   note: str | None) -> tuple[Step, HoldMove, str]:
+                   note: str | None, policy: HoldPolicy | None = None) -> tuple[Step, HoldMove, str]:
+        """Move the hold to `queue` with the votes it has (docs/holds.md, "Moving a hold"). SECURITY:
+        a move never loosens the hold's guard nor tells its facts to a new recipient
+        (`gate.holds.policy.move_loosens`): HOLD_MOVE_LOOSENS, and nothing changes."""
         if queue.name == row["queue"]:
             raise GateError("HOLD_RESOLUTION_INVALID", "the hold is already in this queue")
+        loosens = _move_loosens(row, queue, policy or self.policy(row["scope"]))
+        if loosens:
+            raise GateError("HOLD_MOVE_LOOSENS", f"queue {queue.name!r} would let this hold through more loosely "
+                            f"({', '.join(loosens)}); a hold keeps the strictest guard it has been under",
+                            queue=queue.name, loosens=loosens)
         step = Step(action, principal, "", row["decision_id"], row["record_hash"], note=note, queue=queue.name,
                     deadline_at=row["deadline_at"])
         columns = _queue_columns(queue, self.clock.now())
         move: HoldMove = {"queue": columns["queue"], "approvals_needed": columns["approvals_needed"],
                           "require_justification": columns["require_justification"],
-                          "escalate_at": columns["escalate_at"], "claimed_by": None, "claimed_at": None,
-                          "approvals_json": "[]"}
+                          "escalate_at": columns["escalate_at"], "claimed_by": None, "claimed_at": None}
         return step, move, "hold.escalated" if action == "escalate" else "hold.reassigned"
 
     def _clock_step(self, row: HoldRow, now: datetime) -> tuple[Step, HoldMove, str]:
@@ -608,13 +619,16 @@ class HoldService:
                         deadline_at=row["deadline_at"], outcome=EXPIRED)
             return step, {}, "hold.expired"
         if row["escalate_at"] is not None and row["escalate_at"] <= iso_ms(now):
-            current = self.policy(row["scope"]).queue(row["queue"])
-            target = self.policy(row["scope"]).queue(current.escalate_to) if current and current.escalate_to else None
-            if target is None:  # the policy changed since: nothing to escalate to, only the deadline stays
+            policy = self.policy(row["scope"])
+            current = policy.queue(row["queue"])
+            target = policy.queue(current.escalate_to) if current and current.escalate_to else None
+            stays = "no queue to escalate to" if target is None else (  # the policy changed since
+                _STAYS if _move_loosens(row, target, policy) else None)
+            if target is None or stays is not None:  # only the deadline stays due
                 return (Step("escalate", clock, "", row["decision_id"], row["record_hash"], queue=row["queue"],
-                             deadline_at=row["deadline_at"], note="no queue to escalate to"),
+                             deadline_at=row["deadline_at"], note=stays),
                         {"escalate_at": None}, "hold.escalated")
-            return self._move_step(row, clock, "escalate", target, None)
+            return self._move_step(row, clock, "escalate", target, None, policy)
         raise GateError("HOLD_NOT_DUE", "nothing is due on this hold")
 
     def _step(self, scope: str, decision_id: str, make: StepMaker, *, by_clock: bool = False) -> HoldStep:
@@ -713,6 +727,24 @@ def _approval_holder(approval: Approval) -> str:
     """The holder of an approving vote so far (an approval stored before holders: its actor's)."""
     stated = approval.get("holder")
     return stated if isinstance(stated, str) else holder_id(approval["actor"])
+
+
+def _approval_is_member(approval: Approval, queue: Queue) -> bool:
+    """Whether an approval so far is one of a quorum `all` queue's members (`is_member`, from
+    what the approval stored): a vote given in a queue the hold moved from counts here only then."""
+    return approval["actor"].removeprefix("person:") in queue.members or _approval_holder(approval) in queue.members
+
+
+def _move_loosens(row: HoldRow, target: Queue, policy: HoldPolicy) -> builtins.list[str]:
+    """What moving the hold `row` to `target` would let through (`gate.holds.policy.move_loosens`):
+    the hold's guard is its row's approvals needed and justification, with the members of its
+    queue's quorum `all`; its facts may reach its queue's channels and those of the queues its
+    record reaches by the policy (its route or the default, and their escalations)."""
+    current = policy.queue(row["queue"])
+    members = current.guard().members if current is not None else None
+    guard = Guard(row["approvals_needed"], members, bool(row["require_justification"]))
+    reached = recipients((current, *policy.reach(row["policy_id"], row["rule_id"])))
+    return move_loosens(guard, reached, target)
 
 
 def _closing_move(step: Step, row: HoldRow, event: HoldEvent) -> HoldMove:

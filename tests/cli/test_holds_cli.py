@@ -266,3 +266,25 @@ def test_reassign_and_escalate_move_the_hold_between_the_policys_queues(gate_env
     hold = api.show(decision_id).get_json()["hold"]
     assert hold["queue"] == "finance" and hold["approvals_needed"] == 2 and hold["state"] == "open"
     assert [e["action"] for e in hold["events"]] == ["reassign", "reassign", "escalate"]
+
+
+def test_reassign_to_a_looser_queue_is_refused_and_the_vote_stays(gate_env, client, issue_key, caller, api):
+    """Issue 64 from the shell: a hold at 1 of 2 approvals reassigned to a one-approval queue was
+    `0 of 1` and then approved by the same holder; now the move is refused in one line, the hold
+    keeps its guard and its vote, and escalating it to a looser queue is refused the same way."""
+    admin = Holds(client, issue_key(scope=SCOPE, permissions="admin")["api_key"])
+    stored = admin.put_policy(policy({"default": queue(), "two": queue(quorum="two", escalate_after=600,
+                                                                      escalate_to="default")},
+                                     routes=[{"policy_id": "pricing_exception", "rule_id": None, "queue": "two",
+                                              "priority": "normal"}]))
+    assert stored.status_code == 200, stored.get_json()
+    decision_id = caller.decide(held_request()).get_json()["decision_id"]
+    voted = _gate(gate_env, "holds", "resolve", "--scope", SCOPE, decision_id, "--approve", "--reason-code", "OK")
+    assert voted.returncode == 0, voted.stderr
+    _refused(_gate(gate_env, "holds", "reassign", "--scope", SCOPE, decision_id, "--queue", "default"),
+             "HOLD_MOVE_LOOSENS")
+    _refused(_gate(gate_env, "holds", "escalate", "--scope", SCOPE, decision_id), "HOLD_MOVE_LOOSENS")
+    hold = api.show(decision_id).get_json()["hold"]
+    assert (hold["queue"], hold["approvals_needed"], len(hold["approvals"]), hold["state"]) == ("two", 2, 1, "open")
+    _refused(_gate(gate_env, "holds", "resolve", "--scope", SCOPE, decision_id, "--approve", "--reason-code", "OK"),
+             "HOLD_ALREADY_VOTED")

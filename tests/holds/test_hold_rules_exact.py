@@ -352,8 +352,9 @@ def _queues(**default):
 @pytest.mark.parametrize(("changes", "named"), [
     ({}, ()),
     ({"four_eyes": False}, ("four_eyes",)),
-    ({"queues": _queues(quorum="two")}, ("queues.default.quorum",)),
-    ({"queues": _queues(quorum="any")}, ("queues.default.quorum",)),
+    # the member restriction dropped is named too (issue 64: all [bob, carol] -> two was not a weakening)
+    ({"queues": _queues(quorum="two")}, ("queues.default.quorum", "queues.default.members")),
+    ({"queues": _queues(quorum="any")}, ("queues.default.quorum", "queues.default.members")),
     ({"queues": _queues(members=["a", "b"])}, ("queues.default.quorum", "queues.default.members")),
     ({"queues": _queues(members=["a", "b", "d"])}, ("queues.default.members",)),
     ({"queues": _queues(members=["a", "b", "c", "d"])}, ()),  # one more approval needed: stronger

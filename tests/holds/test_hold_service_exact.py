@@ -294,7 +294,7 @@ def test_the_clock_escalates_from_the_escalation_time_on(desk):
     refused = _refusal(lambda: desk.service._clock_step(row, START + timedelta(seconds=599.999)), "HOLD_NOT_DUE")
     assert refused.message == "nothing is due on this hold"
     moved = {"queue": "leads", "approvals_needed": 1, "require_justification": 0, "escalate_at": None,
-             "claimed_by": None, "claimed_at": None, "approvals_json": "[]"}
+             "claimed_by": None, "claimed_at": None}  # the votes stay with the hold (issue 64)
     assert desk.service._clock_step(row, START + timedelta(seconds=600)) == (
         Step("escalate", CLOCK, "", record["decision_id"], record["record_hash"], queue="leads",
              deadline_at=DEADLINE_2H), moved, "hold.escalated")
@@ -543,7 +543,7 @@ def test_a_claim_keeps_other_reviewers_off_for_thirty_minutes(desk):
 # ------------------------------------------------------------------------------ moves
 
 
-def test_a_move_resets_the_claim_and_votes_and_takes_the_new_queue(desk):
+def test_a_move_resets_the_claim_keeps_the_votes_and_takes_the_new_queue(desk):
     desk.set_policy(policy({"default": queue(quorum="two"),
                             "other": queue(quorum="two", justification=True, escalate_after=60,
                                            escalate_to="default")}))
@@ -552,7 +552,7 @@ def test_a_move_resets_the_claim_and_votes_and_takes_the_new_queue(desk):
     row = desk.row(record["decision_id"])
     other = desk.service.policy(SCOPE).queue("other")
     moved = {"queue": "other", "approvals_needed": 2, "require_justification": 1, "escalate_at": _at(90),
-             "claimed_by": None, "claimed_at": None, "approvals_json": "[]"}
+             "claimed_by": None, "claimed_at": None}  # the votes stay with the hold (issue 64)
     for action, name in (("reassign", "hold.reassigned"), ("escalate", "hold.escalated")):
         assert desk.service._move_step(row, REVIEWER, action, other, "wrong desk") == (
             Step(action, REVIEWER, "", record["decision_id"], record["record_hash"], note="wrong desk",
@@ -560,6 +560,14 @@ def test_a_move_resets_the_claim_and_votes_and_takes_the_new_queue(desk):
     same = _refusal(lambda: desk.service._move_step(row, REVIEWER, "reassign", desk.service.policy(SCOPE).queue(
         "default"), None), "HOLD_RESOLUTION_INVALID")
     assert same.message == "the hold is already in this queue"
+    # issue 64: back from `other` (a note required) to `default` (none) would loosen the hold's guard
+    there = {**row, "queue": "other", "require_justification": 1}
+    for action in ("reassign", "escalate"):
+        looser = _refusal(lambda a=action: desk.service._move_step(there, REVIEWER, a, desk.service.policy(
+            SCOPE).queue("default"), None), "HOLD_MOVE_LOOSENS")
+        assert (looser.message, looser.details) == (
+            ("queue 'default' would let this hold through more loosely (require_justification); a hold keeps the "
+             "strictest guard it has been under"), {"queue": "default", "loosens": ["require_justification"]})
 
 
 def test_a_reassignment_is_announced_and_checks_its_body(desk):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from gate.holds.events import verify_resolution
+from gate.holds.events import hold_events_problems, verify_resolution
 from gate.verify import verify_record
 from gate_client.client import resolution_route
 from tests.holds.support import Holds, MovingClock, approved_request, held_request, policy, queue
@@ -332,10 +332,10 @@ def test_claims_keep_other_reviewers_off_until_released_or_stale(gate, keys, clo
     assert actions == ["claim", "claim", "unclaim", "claim", "vote"]
 
 
-def test_reassign_and_escalate_move_the_hold_and_reset_its_claim_and_votes(gate, keys):
+def test_reassign_and_escalate_move_the_hold_with_its_votes_and_reset_its_claim(gate, keys):
     _as(gate, keys, "admin").put_policy(policy({
-        "default": queue(quorum="two", escalate_after=600, escalate_to="leads"), "leads": queue(quorum="any"),
-        "other": queue()}))
+        "default": queue(quorum="two", escalate_after=600, escalate_to="noted"),
+        "noted": queue(quorum="two", justification=True), "other": queue(quorum="two")}))
     record = _held(gate, keys)
     reviewer = _as(gate, keys, "reviewer")
     reviewer.resolve(record["decision_id"])  # one of two approvals
@@ -343,23 +343,107 @@ def test_reassign_and_escalate_move_the_hold_and_reset_its_claim_and_votes(gate,
     moved = reviewer.act(record["decision_id"], "reassign", {"queue": "other", "note": "wrong desk"})
     assert moved.status_code == 201, moved.get_json()
     hold = moved.get_json()["hold"]
-    assert hold["queue"] == "other" and hold["claimed_by"] is None and hold["approvals"] == []
+    assert hold["queue"] == "other" and hold["claimed_by"] is None and len(hold["approvals"]) == 1
     assert hold["escalate_at"] is None and moved.get_json()["event"]["note"] == "wrong desk"
-    for body in ({"queue": "other"}, {"queue": "nowhere"}, {"queue": 5}, {}, {"queue": "leads", "note": 5}):
+    for body in ({"queue": "other"}, {"queue": "nowhere"}, {"queue": 5}, {}, {"queue": "noted", "note": 5}):
         refused = reviewer.act(record["decision_id"], "reassign", body)
         assert refused.status_code == 400 and refused.get_json()["error"] == "HOLD_RESOLUTION_INVALID", body
     not_escalable = reviewer.act(record["decision_id"], "escalate")
     assert not_escalable.status_code == 409 and not_escalable.get_json()["error"] == "HOLD_NOT_ESCALABLE"
     reviewer.act(record["decision_id"], "reassign", {"queue": "default"})
     escalated = reviewer.act(record["decision_id"], "escalate")
-    assert escalated.status_code == 201 and escalated.get_json()["hold"]["queue"] == "leads"
-    assert escalated.get_json()["hold"]["approvals_needed"] == 1
+    assert escalated.status_code == 201 and escalated.get_json()["hold"]["queue"] == "noted"
+    assert escalated.get_json()["hold"]["approvals_needed"] == 2 and len(escalated.get_json()["hold"]["approvals"]) == 1
     assert escalated.get_json()["event"]["deadline_at"] == hold["deadline_at"]
     for action in ("claim", "unclaim", "escalate"):
         refused = _as(gate, keys, "caller").act(record["decision_id"], action)
         assert refused.status_code == 403 and refused.get_json()["error"] == "HOLD_PERMISSION_DENIED"
     refused = _as(gate, keys, "caller").act(record["decision_id"], "reassign", {"queue": "other"})
     assert refused.status_code == 403
+    # the vote given before the moves still counts, once; the second holder completes the quorum
+    assert reviewer.resolve(record["decision_id"]).get_json()["error"] == "HOLD_ALREADY_VOTED"
+    closing = _as(gate, keys, "reviewer2").resolve(record["decision_id"], note="checked twice")
+    assert closing.status_code == 201 and closing.get_json()["event"]["outcome"] == "approved"
+    events = reviewer.show(record["decision_id"]).get_json()["hold"]["events"]
+    assert hold_events_problems(record, events, gate.extensions["gate"].signing.trust_anchors()) == []
+
+
+def _loosens(answer, *loosened):
+    body = answer.get_json()
+    assert answer.status_code == 409 and body["error"] == "HOLD_MOVE_LOOSENS", body
+    assert body["loosens"] == list(loosened), body
+
+
+@pytest.mark.parametrize(("guarded", "moves", "loosened"), [
+    # issue 64: 1 of 2 approvals, reassigned to `default`, approved by the same holder again
+    (queue(quorum="two", escalate_after=600, escalate_to="default"), ("reassign", "escalate"), ("quorum",)),
+    # quorum `all` [bob, carol]: the holder refused as not a member approved after the move
+    (queue(quorum="all", members=["service:bob", "service:carol"]), ("reassign",), ("quorum", "members")),
+    # a queue requiring a note: approved with none after the move
+    (queue(justification=True, escalate_after=600, escalate_to="default"), ("reassign", "escalate"),
+     ("require_justification",)),
+])
+def test_a_move_to_a_looser_queue_is_refused_and_changes_nothing(gate, keys, clock, guarded, moves, loosened):
+    _as(gate, keys, "admin").put_policy(policy({"default": queue(), "guarded": guarded}, routes=[{
+        "policy_id": "pricing_exception", "rule_id": None, "queue": "guarded", "priority": "normal"}]))
+    record = _held(gate, keys)
+    reviewer = _as(gate, keys, "reviewer")
+    if guarded["quorum"] == "two":
+        assert reviewer.resolve(record["decision_id"]).get_json()["hold"]["approvals_needed"] == 2
+    before = reviewer.show(record["decision_id"]).get_json()["hold"]
+    if "reassign" in moves:
+        _loosens(reviewer.act(record["decision_id"], "reassign", {"queue": "default"}), *loosened)
+    if "escalate" in moves:
+        _loosens(reviewer.act(record["decision_id"], "escalate"), *loosened)
+        clock.advance(601)  # the sweeper's escalation never loosens either: the hold stays, its deadline due
+        assert gate.extensions["gate"].holds.sweep() == 1
+        stayed = reviewer.show(record["decision_id"]).get_json()["hold"]
+        assert (stayed["queue"], stayed["escalate_at"], stayed["events"][-1]["note"]) == (
+            "guarded", None, "the escalation would loosen the hold's guard or tell a new recipient; it stays")
+        before = {**before, "escalate_at": None, "events": stayed["events"]}
+    assert reviewer.show(record["decision_id"]).get_json()["hold"] == before
+    again = reviewer.resolve(record["decision_id"])
+    assert again.status_code in (400, 403, 409) and again.get_json()["error"] in (
+        "HOLD_ALREADY_VOTED", "HOLD_NOT_A_MEMBER", "HOLD_RESOLUTION_INVALID"), again.get_json()
+
+
+def test_a_vote_from_a_looser_queue_counts_in_a_quorum_all_only_from_a_member(gate, keys, issue_key):
+    bob = Holds(gate.test_client(), issue_key(permissions="resolve", holder="service:bob")["api_key"])
+    carol = Holds(gate.test_client(), issue_key(permissions="resolve", holder="service:carol")["api_key"])
+    _as(gate, keys, "admin").put_policy(policy({"default": queue(quorum="two"),
+                                                "board": queue(quorum="all", members=["service:bob", "service:carol"]),
+                                                "two": queue(quorum="two")}))
+    record = _held(gate, keys)
+    _as(gate, keys, "reviewer").resolve(record["decision_id"])  # not a member of `board`
+    assert _as(gate, keys, "reviewer").act(record["decision_id"], "reassign", {"queue": "board"}).status_code == 201
+    assert bob.resolve(record["decision_id"]).get_json()["hold"]["state"] == "open"  # 1 member of 2
+    _loosens(bob.act(record["decision_id"], "reassign", {"queue": "two"}), "members")
+    closing = carol.resolve(record["decision_id"])
+    assert closing.status_code == 201 and closing.get_json()["event"]["outcome"] == "approved"
+    assert len(closing.get_json()["event"]["votes"]) == 2  # every earlier approval, as the verifier reads them
+    events = bob.show(record["decision_id"]).get_json()["hold"]["events"]
+    assert hold_events_problems(record, events, gate.extensions["gate"].signing.trust_anchors()) == []
+
+
+def test_a_move_never_tells_a_hold_to_a_recipient_its_record_does_not_reach(gate, keys):
+    ext = {**queue(), "notify": {"email": ["ext-desk@partner.example"], "every_seconds": 0}}
+    _as(gate, keys, "admin").put_policy(policy({"default": queue(), "ext": ext, "desk": queue(
+        escalate_after=600, escalate_to="ext")}, routes=[{"policy_id": "other_policy", "rule_id": None,
+                                                          "queue": "desk", "priority": "normal"}]))
+    record = _held(gate, keys)
+    reviewer = _as(gate, keys, "reviewer")
+    _loosens(reviewer.act(record["decision_id"], "reassign", {"queue": "ext"}), "notify")
+    # a queue whose escalation reaches `ext` is no way around it: from there the move is refused too
+    assert reviewer.act(record["decision_id"], "reassign", {"queue": "desk"}).status_code == 201
+    _loosens(reviewer.act(record["decision_id"], "escalate"), "notify")
+    assert reviewer.show(record["decision_id"]).get_json()["hold"]["queue"] == "desk"
+    # a record the policy itself sends through `desk` reaches `ext` by its escalation (a governed change)
+    _as(gate, keys, "admin").put_policy(policy({"default": queue(), "ext": ext, "desk": queue(
+        escalate_after=600, escalate_to="ext")}, routes=[{"policy_id": "pricing_exception", "rule_id": None,
+                                                          "queue": "desk", "priority": "normal"}]))
+    routed = _held(gate, keys, margin=11)
+    escalated = reviewer.act(routed["decision_id"], "escalate")
+    assert escalated.status_code == 201 and escalated.get_json()["hold"]["queue"] == "ext"
 
 
 def test_the_inbox_lists_filters_and_pages(gate, keys, clock):

@@ -101,13 +101,43 @@ def test_defect_2_quorum_any_is_a_request_the_requester_cannot_approve(client, k
     assert (event["setting"], event["action"], event["request_seq"]) == ("hold_policy", "policy_approve", request_seq)
 
 
+def test_issue_64_three_weakenings_are_requests_and_the_next_hold_stays_guarded(client, keys):
+    """As filed: under require_approval one admin alone applied (200, weakens=[]) an escalation
+    added where there was none (the hold then sat in `default` needing one approval), quorum `all`
+    [bob, carol] -> `two`, and a route or default_queue to a queue whose channels tell
+    ext-desk@partner.example. Each is now a request; the policy in force is unchanged."""
+    two = queue(quorum="two")
+    ext = {**queue(), "notify": {"email": ["ext-desk@partner.example"], "every_seconds": 0}}
+    board = queue(quorum="all", members=["person:https://idp.example#bob", "person:https://idp.example#carol"])
+    routed = [{"policy_id": "pricing_exception", "rule_id": None, "queue": "two", "priority": "normal"}]
+    stated = policy({"default": queue(), "two": two, "ext": ext, "board": board}, routes=routed)
+    assert client.put(HOLD_POLICY, json=stated, headers=_h(keys, "admin")).status_code == 200
+    _require_approvals(client, keys)
+    changes = [
+        ({**stated, "queues": {**stated["queues"], "two": {**two, "escalate_after_seconds": 5,
+                                                           "escalate_to": "default"}}},
+         ["queues.two.escalate_to"]),
+        ({**stated, "queues": {**stated["queues"], "board": {**board, "quorum": "two"}}}, ["queues.board.members"]),
+        ({**stated, "routes": [{**routed[0], "queue": "ext"}]}, ["routes[pricing_exception/*]"]),
+        ({**stated, "default_queue": "ext"}, ["default_queue"]),
+    ]
+    for changed, weakens in changes:
+        answer = client.put(HOLD_POLICY, json=changed, headers=_h(keys, "admin"))
+        assert answer.status_code == 202, answer.get_json()
+        assert answer.get_json()["pending"][-1]["weakens"] == weakens
+    assert client.get(HOLD_POLICY, headers=_h(keys, "admin")).get_json()["policy"] == stated
+    record = Holds(client, keys["admin"]).decide(held_request()).get_json()
+    hold = Holds(client, keys["reviewer"]).show(record["decision_id"]).get_json()["hold"]
+    assert (hold["queue"], hold["approvals_needed"], hold["escalate_at"]) == ("two", 2, None)
+
+
 STRICT = {"default": queue(deadline=3600, quorum="all", members=["key_a", "key_b", "key_c"], justification=True,
                            escalate_after=600, escalate_to="leads"),
           "leads": queue(deadline=3600, quorum="two")}
 
 
 @pytest.mark.parametrize(("change", "weakens"), [
-    (lambda q: q["default"].update(quorum="two"), ["queues.default.quorum"]),
+    (lambda q: q["default"].update(quorum="two"), ["queues.default.quorum", "queues.default.members"]),
     (lambda q: q["default"].update(members=["key_a", "key_b"]), ["queues.default.quorum", "queues.default.members"]),
     (lambda q: q["default"].update(members=["key_a", "key_b", "key_d"]), ["queues.default.members"]),
     (lambda q: q["default"].update(deadline_seconds=7200), ["queues.default.deadline_seconds"]),
@@ -119,8 +149,9 @@ STRICT = {"default": queue(deadline=3600, quorum="all", members=["key_a", "key_b
      ["queues.default.escalate_to"]),
     (lambda q: q.update(lax=queue(deadline=3600)), ["default_queue"]),  # with default_queue moved below
     # issue 56: a reviewers' channel added sends held facts to a new recipient
+    # and the queue escalating to it now reaches that recipient (issue 64)
     (lambda q: q["leads"].update(notify={"every_seconds": 0, "email": ["leads@example.org"]}),
-     ["queues.leads.notify"]),
+     ["queues.default.escalate_to", "queues.leads.notify"]),
 ])
 def test_each_weakening_of_the_hold_policy_waits_for_a_second_principal(client, keys, change, weakens):
     _require_approvals(client, keys)
