@@ -22,7 +22,7 @@ import pytest
 
 from gate_cli.main import main
 from tests.demo_support import GATE, gate_env
-from tests.oidc_support import oidc_provider, password, pkce, provider_sign_in  # noqa: F401  # the session fixture
+from tests.oidc_support import ci_grant, oidc_provider, password, pkce, provider_sign_in  # noqa: F401  # the session fixture
 from tests.server.support import free_port
 
 SCOPE = "globex-saas"
@@ -104,7 +104,7 @@ def test_a_ci_principal_applies_and_a_signed_in_person_approves(home, tmp_path, 
     assert in_process("export", "--out", str(tmp_path / "dataset"), "--scope", SCOPE) == 0
     grants = tmp_path / "grants.json"
     grants.write_text(json.dumps({"groups": {"gate-approvers": {"*": ["approver"]}},
-                                  "ci": {f"{REPO}@{MAIN}": {SCOPE: ["author", "releaser"]}}}))
+                                  "ci": {f"{REPO}@{MAIN}": ci_grant(REPO, {SCOPE: ["author", "releaser"]})}}))
     served = LiveGate(home, env={"GATE_CI_ISSUER": oidc_provider.issuer, "GATE_CI_AUDIENCE": AUDIENCE,
                                  "GATE_GRANTS_FILE": str(grants)}).start()
     try:
