@@ -6,9 +6,14 @@ publishing, reading and moving releases), is checked by `gate.oidc`, the same ch
 workbench's sign-in: size first, then the signature against the issuer's JWKS (its discovery
 document read at the first token; an unknown `kid` fetches the keys again at most every 30 s), an
 asymmetric algorithm the issuer announced, `iss` the configured issuer, `aud` the configured
-audience, `exp`, `iat` and `nbf` against the gate's clock with a minute's leeway. Its repository
-and ref claims (`GATE_CI_REPOSITORY_CLAIM`, `GATE_CI_REF_CLAIM`) name the principal; the grants
-file, read again when it changes, gives its roles per scope (viewer, author, releaser at most).
+audience, `exp`, `iat` and `nbf` against the gate's clock with a minute's leeway, and a lifetime
+(`exp − iat`) of at most `oidc.MAX_CI_LIFETIME_SECONDS`. Its repository and ref claims
+(`GATE_CI_REPOSITORY_CLAIM`, `GATE_CI_REF_CLAIM`) name the principal; the grants file, read again
+when it changes, gives its roles per scope (viewer, author, releaser at most), by an entry whose
+repository and owner ids are the token's (`GATE_CI_REPOSITORY_ID_CLAIM`, `GATE_CI_OWNER_ID_CLAIM`:
+a name changes hands, the ids do not), and `viewer` at most to a run whose event
+(`GATE_CI_EVENT_CLAIM`) is not one of `GATE_CI_WRITE_EVENTS`. Each acceptance is logged with the
+ids, the event, the workflow (`GATE_CI_WORKFLOW_CLAIM`) and the commit: the audit of who ran what.
 
 The scope it acts in is the `x-gate-scope` header's, or, without one, the one scope its grants name.
 Answers: 401 `*_UNAUTHORIZED` (with `WWW-Authenticate`) for a token that does not verify, whatever
@@ -32,7 +37,7 @@ from typing import Any
 
 from api.auth import SCOPE_HEADER, AuthFailure
 from gate import oidc
-from gate.grants import AccessConfigError, Grants, load_grants
+from gate.grants import AccessConfigError, CIRun, Grants, ci_id, load_grants
 from gate.principals import Principal, permissions_of
 from gate.services.decide import Caller
 from gate.settings import Settings, SettingsError
@@ -92,6 +97,9 @@ class CIPrincipals:
             raise ValueError("CIPrincipals needs GATE_CI_ISSUER, GATE_CI_AUDIENCE and GATE_GRANTS_FILE")
         self.issuer, self.audience = settings.ci_issuer, settings.ci_audience
         self.repository_claim, self.ref_claim = settings.ci_repository_claim, settings.ci_ref_claim
+        self.id_claims = (settings.ci_repository_id_claim, settings.ci_owner_id_claim)
+        self.event_claim, self.workflow_claim = settings.ci_event_claim, settings.ci_workflow_claim
+        self.write_events = frozenset(settings.ci_write_events)
         limits = settings.plans[CI_PLAN]
         self.rate_limit, self.monthly_cap = limits["rate_limit"], limits["monthly_cap"]
         self.clock, self.fetch, self.monotonic = clock, fetch, monotonic
@@ -139,7 +147,8 @@ class CIPrincipals:
             except oidc.UnknownKey:
                 if refresh:
                     raise
-        return oidc.check_claims(claims, issuer=self.issuer, audience=self.audience, now=self.clock())
+        return oidc.check_claims(claims, issuer=self.issuer, audience=self.audience, now=self.clock(),
+                                 max_lifetime=oidc.MAX_CI_LIFETIME_SECONDS)
 
     def principal(self, claims: dict[str, Any]) -> Principal:
         try:
@@ -147,30 +156,51 @@ class CIPrincipals:
         except ValueError as exc:
             raise oidc.TokenRefused(f"the token's {self.repository_claim} and {self.ref_claim} claims: {exc}") from None
 
+    def run(self, claims: dict[str, Any]) -> CIRun:
+        """The ids a verified token's grants are bound to and whether its event writes."""
+        repository_id, owner_id = (ci_id(claims.get(claim)) for claim in self.id_claims)
+        if repository_id is None or owner_id is None:
+            raise oidc.TokenRefused(f"the token's {' and '.join(self.id_claims)} claims are not ids (digits)")
+        event = claims.get(self.event_claim)
+        return CIRun(repository_id, owner_id, isinstance(event, str) and event in self.write_events)
+
+    def _audit(self, claims: dict[str, Any], principal: Principal, run: CIRun) -> str:
+        """What the log names of an accepted run: the ids, the event, the workflow and the commit."""
+        def claim(name: str) -> str:
+            value = claims.get(name)
+            return value[:300] if isinstance(value, str) and value.isprintable() else "(none)"
+
+        return (f"{principal.id} (repository id {run.repository_id}, owner id {run.owner_id}, event "
+                f"{claim(self.event_claim)}{'' if run.writes else ' (viewer at most)'}, workflow "
+                f"{claim(self.workflow_claim)}, sha {claim('sha')})")
+
     def caller(self, token: str, scope_header: str | None) -> Caller:
         """The caller a CI token acts as in the scope it names (AuthFailure otherwise)."""
         try:
-            principal = self.principal(self.verify(token))
+            claims = self.verify(token)
+            principal, run = self.principal(claims), self.run(claims)
         except oidc.TokenRefused as exc:
             log.warning("a CI token was refused: %s", exc)
             raise AuthFailure(401, INVALID) from None
         grants = self.grants.current()
-        scope = self._scope(principal, grants, scope_header)
-        roles = grants.ci_roles(principal, scope)
+        audit = self._audit(claims, principal, run)
+        scope = self._scope(principal, run, grants, scope_header)
+        roles = grants.ci_roles(principal, scope, run)
         if not roles:
-            log.warning("%s holds no role in scope %r", principal.id, scope)
+            log.warning("%s holds no role in scope %r", audit, scope)
             raise AuthFailure(403, f"{principal.id} holds no role in this scope (the grants file's ci member)")
+        log.info("%s acts in scope %r as %s", audit, scope, ", ".join(sorted(roles)))
         return Caller(key_id=principal.id, scope=scope, plan=CI_PLAN, rate_limit=self.rate_limit,
                       monthly_cap=self.monthly_cap, permissions=permissions_of(roles), principal=principal)
 
     @staticmethod
-    def _scope(principal: Principal, grants: Grants, header: str | None) -> str:
+    def _scope(principal: Principal, run: CIRun, grants: Grants, header: str | None) -> str:
         if header is not None and header.strip():
             scope = header.strip()
             if len(scope) > MAX_SCOPE_CHARS or not scope.isprintable():
                 raise AuthFailure(403, f"{SCOPE_HEADER} must name a scope (at most {MAX_SCOPE_CHARS} printable characters)")
             return scope
-        named = sorted(grants.ci_scopes(principal))
+        named = sorted(grants.ci_scopes(principal, run))
         if len(named) == 1 and named[0] != "*":
             return named[0]
         if not named:

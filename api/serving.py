@@ -86,6 +86,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("gate.serve")
 
 SERVE_KEEPALIVE_S = 5
+# One request header line (name, value, CRLF) gunicorn reads, above its default 8,190 bytes: a CI
+# token of up to gate.oidc.MAX_TOKEN_CHARS (16,384) as `Authorization: Bearer …` reaches the gate's
+# own size check (401 SVC_API_UNAUTHORIZED), never gunicorn's 431 (docs/ci-principal.md).
+MAX_HEADER_LINE_BYTES = 16_384 + 1_024
 DEFAULT_THREADS = 8
 # Ledger connections a worker keeps open beyond one per request thread: its writer's and a spare.
 # With fewer, a busy worker closed a connection on nearly every return to the pool and opened a
@@ -440,6 +444,7 @@ class GateServer(BaseApplication):  # type: ignore[misc]  # gunicorn ships no ty
         self.cfg.set("worker_class", "api.serving.GateWorker")
         self.cfg.set("threads", self.threads)
         self.cfg.set("keepalive", SERVE_KEEPALIVE_S)
+        self.cfg.set("limit_request_field_size", MAX_HEADER_LINE_BYTES)
         self.cfg.set("accesslog", None)
         self.cfg.set("graceful_timeout", 10)
         self.cfg.set("timeout", self.settings.worker_timeout)  # the arbiter restarts a worker silent this long

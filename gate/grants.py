@@ -8,7 +8,8 @@ so all read one file one way.
      "groups": {"gate-approvers": {"*": ["approver"]}},
      "revoked": {"bob": "2026-11-26T18:00:00Z"},
      "slack":  {"T0123ABCD/U0123ABCD": "person:https://idp.example#alice"},
-     "ci":     {"acme/policies@refs/heads/main": {"payments": ["author", "releaser"]}}}
+     "ci":     {"acme/policies@refs/heads/main": {"repository_id": "123456", "owner_id": "7890",
+                                                  "scopes": {"payments": ["author", "releaser"]}}}}
 
 `issuer` (required with `slack`) is the issuer whose people `users` names by subject: a user
 entry is a person's only when issuer AND subject are theirs (`person_entry`), so a Slack user
@@ -18,12 +19,21 @@ reader that signs people in (the workbench) matches its own issuer, and nobody e
 `{"user": ["scope", ...]}` still reads, each listed scope as the `viewer` role only. `slack` maps
 a Slack user (team id, user id) to the person they are: that person's user entry then says what
 their Slack buttons may do (a Slack user acts as no group), and they count as that one person
-for four eyes and quorums whether they vote in Slack or in the Inbox. A `ci` entry is
+for four eyes and quorums whether they vote in Slack or in the Inbox. A `ci` entry is named
 `<repository>@<ref>` exactly as the principal `ci:<repository>@<ref>` names it (another branch of
-the same repository is another principal, with no role until the file names it), and holds only
-`gate.principals.CI_ROLES`: a CI run never approves, resolves or administers. The one pattern is
-`<repository>@*`, every ref of the repository (pull requests' `refs/pull/N/merge` among them),
-which may hold `viewer` alone: a plan on any branch reads, only a named ref publishes or releases.
+the same repository is another principal, with no role until the file names it) and states the
+ids the repository has, which a rename, a transfer or a re-creation under the same name does not
+keep: `{"repository_id": "…", "owner_id": "…", "scopes": {scope: [roles]}}` (GitHub's
+`repository_id` and `repository_owner_id`, GitLab's `project_id` and `namespace_id`). A token whose
+ids differ holds nothing by that entry. It holds only `gate.principals.CI_ROLES`: a CI run never
+approves, resolves or administers; and a run started by an event other than the write events
+(`GATE_CI_WRITE_EVENTS`: a `pull_request_target` run executes with the base branch's ref) holds
+`viewer` at most. The one pattern is `<repository>@*`, every ref of the repository (pull requests'
+`refs/pull/N/merge` among them), which may hold `viewer` alone: a plan on any branch reads, only a
+named ref publishes or releases.
+
+    "ci": {"acme/policies@refs/heads/main": {"repository_id": "123456", "owner_id": "7890",
+                                             "scopes": {"payments": ["author", "releaser"]}}}
 """
 
 from __future__ import annotations
@@ -43,6 +53,9 @@ LEGACY_ROLE = "viewer"  # what a scope listed in the older grants form grants
 PERSON_PREFIX = "person:"
 _SLACK_USER = re.compile(r"^[A-Z0-9]{2,32}/[A-Z0-9]{2,32}$")
 ANY_REF = "*"  # `<repository>@*` in the `ci` member: every ref of the repository, viewer only
+CI_ID_MEMBERS = ("repository_id", "owner_id")  # what a `ci` entry binds its roles to
+READ_ONLY = frozenset({"viewer"})  # the most a CI run of another event than the write events holds
+_CI_ID = re.compile(r"^[0-9]{1,32}$")
 
 
 class Signed(Protocol):
@@ -64,6 +77,24 @@ class AccessConfigError(CodedError):
 RoleTable = dict[str, dict[str, frozenset[str]]]  # name -> scope (or "*") -> roles
 
 
+@dataclass(frozen=True, slots=True)
+class CIRun:
+    """What a verified CI token says beyond its principal: the ids its grants are bound to, and
+    whether the event that started it may write (`GATE_CI_WRITE_EVENTS`)."""
+
+    repository_id: str
+    owner_id: str
+    writes: bool
+
+
+def ci_id(value: object) -> str | None:
+    """A repository or owner id as the grants file and the tokens state it (digits; a JSON number
+    is read as its digits), or None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        value = str(value)
+    return value if isinstance(value, str) and _CI_ID.fullmatch(value) else None
+
+
 @dataclass(frozen=True)
 class Grants:
     """Roles per scope, by user (the subject) and by group (the groups claim)."""
@@ -76,8 +107,10 @@ class Grants:
 
     # A Slack user ("<team id>/<user id>") -> the person they are (`person:<issuer>#<subject>`).
     slack: dict[str, Principal] = field(default_factory=dict)
-    # A CI run ("<repository>@<ref>", or "<repository>@*") -> scope -> roles (docs/ci-principal.md).
+    # A CI run ("<repository>@<ref>", or "<repository>@*") -> scope -> roles (docs/ci-principal.md),
+    # and the (repository id, owner id) each entry is bound to.
     ci: RoleTable = field(default_factory=dict)
+    ci_ids: dict[str, tuple[str, str]] = field(default_factory=dict)
     # The issuer whose people `users` (and `slack`) name: None when the file states none.
     issuer: str | None = None
 
@@ -107,19 +140,26 @@ class Grants:
         return self.slack.get(f"{team_id}/{user_id}")
 
 
-    def ci_scopes(self, principal: Principal) -> dict[str, frozenset[str]]:
+    def ci_scopes(self, principal: Principal, run: CIRun) -> dict[str, frozenset[str]]:
         """The scope -> roles entries the file gives a CI principal: its own entry's and its
-        repository's `@*` entry's (none for any other kind)."""
+        repository's `@*` entry's, each only when its ids are the run's; `viewer` at most for a
+        run of another event than the write events (none for any other kind)."""
         if principal.kind != KIND_CI:
             return {}
         name = principal.id[len(CI_PREFIX):]
-        entries = [self.ci.get(name, {}), self.ci.get(f"{name.partition('@')[0]}@{ANY_REF}", {})]
-        return {scope: frozenset().union(*(entry.get(scope, frozenset()) for entry in entries))
-                for scope in sorted(set().union(*entries))}
+        names = (name, f"{name.partition('@')[0]}@{ANY_REF}")
+        # SECURITY: bound to ids, not names: a renamed, transferred or re-created repository of
+        # the same name has other ids and holds nothing by an entry written for the one before.
+        entries = [self.ci.get(n, {}) for n in names if self.ci_ids.get(n) == (run.repository_id, run.owner_id)]
+        table = {scope: frozenset().union(*(entry.get(scope, frozenset()) for entry in entries))
+                 for scope in sorted(set().union(*entries))}
+        if not run.writes:  # SECURITY: e.g. pull_request_target runs a fork's code with the base's ref
+            table = {scope: roles & READ_ONLY for scope, roles in table.items() if roles & READ_ONLY}
+        return table
 
-    def ci_roles(self, principal: Principal, scope: str) -> frozenset[str]:
+    def ci_roles(self, principal: Principal, scope: str, run: CIRun) -> frozenset[str]:
         """The roles a CI principal holds in `scope` (none for any other kind: fail closed)."""
-        table = self.ci_scopes(principal)
+        table = self.ci_scopes(principal, run)
         return table.get(scope, frozenset()) | table.get(ALL_SCOPES, frozenset())
 
 
@@ -176,11 +216,12 @@ def load_grants(path: Path) -> Grants:
     if data.get("slack") and issuer is None:
         raise AccessConfigError(f"grants file {path}: 'slack' maps Slack users to people: state 'issuer', the "
                                 "issuer whose people 'users' names (a person is matched by issuer and subject)")
+    ci, ci_ids = _ci_table(path, data.get("ci", {}))
     return Grants(_role_table(path, "users", data.get("users", {})),
                   _role_table(path, "groups", data.get("groups", {})),
                   _revocations(path, data.get("revoked", {})),
                   _slack_people(path, data.get("slack", {})),
-                  _ci_table(path, data.get("ci", {})), issuer)
+                  ci, ci_ids, issuer)
 
 
 def _issuer(path: Path, value: object) -> str | None:
@@ -194,28 +235,40 @@ def _issuer(path: Path, value: object) -> str | None:
                                 "printable, at most 512 characters") from None
 
 
-def _ci_table(path: Path, entries: object) -> RoleTable:
-    """The `ci` member: `<repository>@<ref>` -> scope -> roles of CI_ROLES only."""
-    if isinstance(entries, dict):
-        for name, scopes in entries.items():
-            repository, _, ref = name.partition("@")
-            try:
-                ci_name(repository, ref)
-            except ValueError as exc:
-                raise AccessConfigError(f"grants file {path}: ci {name!r} is not <repository>@<ref> "
-                                        f"(acme/policies@refs/heads/main): {exc}") from None
-            for roles in scopes.values() if isinstance(scopes, dict) else ():
-                # SECURITY: a CI run is code, not a person: it never approves, resolves or administers.
-                forbidden = sorted(set(roles) & (set(ROLES) - set(CI_ROLES))) if _names(roles) else []
-                if forbidden:
-                    raise AccessConfigError(f"grants file {path}: ci {name!r} holds {', '.join(map(repr, forbidden))}: "
-                                            f"a CI principal holds only {', '.join(CI_ROLES)} (approvals are a "
-                                            "person's)")
-                # SECURITY: any branch (a pull request's too) may read; only a named ref writes.
-                if ref == ANY_REF and _names(roles) and set(roles) - {"viewer"}:
-                    raise AccessConfigError(f"grants file {path}: ci {name!r} (every ref) may hold only viewer: "
-                                            "name the ref that publishes and releases")
-    return _role_table(path, "ci", entries, CI_ROLES)
+def _ci_table(path: Path, entries: object) -> tuple[RoleTable, dict[str, tuple[str, str]]]:
+    """The `ci` member: `<repository>@<ref>` -> {"repository_id", "owner_id", "scopes": scope ->
+    roles of CI_ROLES only}, as the role table and each entry's ids."""
+    if not isinstance(entries, dict):
+        raise AccessConfigError(f"grants file {path}: 'ci' must map <repository>@<ref> to "
+                                '{"repository_id": ..., "owner_id": ..., "scopes": {scope: [roles]}}')
+    scopes_of: dict[str, object] = {}
+    ids: dict[str, tuple[str, str]] = {}
+    for name, entry in entries.items():
+        repository, _, ref = name.partition("@")
+        try:
+            ci_name(repository, ref)
+        except ValueError as exc:
+            raise AccessConfigError(f"grants file {path}: ci {name!r} is not <repository>@<ref> "
+                                    f"(acme/policies@refs/heads/main): {exc}") from None
+        stated = [ci_id(entry.get(member)) for member in CI_ID_MEMBERS] if isinstance(entry, dict) else [None]
+        if not isinstance(entry, dict) or set(entry) != {*CI_ID_MEMBERS, "scopes"} or None in stated:
+            raise AccessConfigError(f"grants file {path}: ci {name!r} must be {{\"repository_id\": \"<digits>\", "
+                                    '"owner_id": "<digits>", "scopes": {scope: [roles]}} (the ids the CI '
+                                    "token states: a name can change hands, the ids cannot)")
+        ids[name] = (str(stated[0]), str(stated[1]))
+        scopes = scopes_of[name] = entry["scopes"]
+        for roles in scopes.values() if isinstance(scopes, dict) else ():
+            # SECURITY: a CI run is code, not a person: it never approves, resolves or administers.
+            forbidden = sorted(set(roles) & (set(ROLES) - set(CI_ROLES))) if _names(roles) else []
+            if forbidden:
+                raise AccessConfigError(f"grants file {path}: ci {name!r} holds {', '.join(map(repr, forbidden))}: "
+                                        f"a CI principal holds only {', '.join(CI_ROLES)} (approvals are a "
+                                        "person's)")
+            # SECURITY: any branch (a pull request's too) may read; only a named ref writes.
+            if ref == ANY_REF and _names(roles) and set(roles) - {"viewer"}:
+                raise AccessConfigError(f"grants file {path}: ci {name!r} (every ref) may hold only viewer: "
+                                        "name the ref that publishes and releases")
+    return _role_table(path, "ci", scopes_of, CI_ROLES), ids
 
 
 def _slack_people(path: Path, entries: object) -> dict[str, Principal]:

@@ -12,7 +12,9 @@ A token is accepted only when all of these hold, in this order:
    drive a fetch per request);
 3. its claims (`check_claims`): `iss` exactly the issuer, `aud` holding the audience, `exp` in
    the future, `iat` and `nbf` (when present) not in the future, `sub` a string, each time with
-   `LEEWAY_SECONDS` for clock skew, and whatever else the caller names (the ID token's `nonce`).
+   `LEEWAY_SECONDS` for clock skew, and whatever else the caller names (the ID token's `nonce`);
+   for a caller that names a lifetime cap (the CI principals: `MAX_CI_LIFETIME_SECONDS`), `exp − iat`
+   at most that (a token valid for years is refused, however fresh).
 
 The issuer and its endpoints come from its discovery document (`read_discovery`): the document's
 `issuer` must equal the configured one (OpenID Connect Discovery 4.3), its URLs https unless on
@@ -41,6 +43,7 @@ ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES
 LEEWAY_SECONDS = 60  # clock skew between the issuer and this host
 JWKS_REFETCH_SECONDS = 30.0  # an unknown key id fetches the key set again at most this often
 MAX_TOKEN_CHARS = 16_384  # an ID token with many groups fits; a token larger is refused unread
+MAX_CI_LIFETIME_SECONDS = 3600  # a CI token's exp − iat (GitHub's and GitLab's are minutes to an hour)
 FETCH_TIMEOUT = 15.0
 MAX_DOCUMENT_BYTES = 1_048_576  # a discovery document or a JWKS larger is refused
 
@@ -158,9 +161,10 @@ def decode_signed(token: str, keys: KeySet, algorithms: tuple[str, ...]) -> dict
 
 
 def check_claims(claims: dict[str, Any], *, issuer: str, audience: str, now: float,
-                 **more: ClaimsOption) -> dict[str, Any]:
-    """`claims` once `iss`, `aud`, `exp`, `iat`, `nbf`, `sub` and the `more` claim options hold
-    (joserfc's ClaimsOption: {"essential": True, "value": ...}); TokenRefused otherwise."""
+                 max_lifetime: int | None = None, **more: ClaimsOption) -> dict[str, Any]:
+    """`claims` once `iss`, `aud`, `exp`, `iat`, `nbf`, `sub`, the lifetime cap (`exp − iat` at most
+    `max_lifetime` seconds, when given) and the `more` claim options hold (joserfc's ClaimsOption:
+    {"essential": True, "value": ...}); TokenRefused otherwise."""
     registry = jwt.JWTClaimsRegistry(
         now=int(now), leeway=LEEWAY_SECONDS,
         iss={"essential": True, "value": issuer}, aud={"essential": True, "value": audience},
@@ -171,4 +175,8 @@ def check_claims(claims: dict[str, Any], *, issuer: str, audience: str, now: flo
         raise TokenRefused(f"the token's claims do not hold: {exc}") from None
     if not isinstance(claims["sub"], str):
         raise TokenRefused("the token's sub is not a string")
+    if max_lifetime is not None:
+        lifetime = claims["exp"] - claims["iat"]  # numbers: the registry checked both
+        if lifetime > max_lifetime:
+            raise TokenRefused(f"the token lives {lifetime} s (exp − iat), more than the {max_lifetime} s allowed")
     return claims

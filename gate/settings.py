@@ -189,6 +189,13 @@ class Settings:
     ci_audience: str | None = None
     ci_repository_claim: str = "repository"
     ci_ref_claim: str = "ref"
+    # The claims the grants are bound to (ids that survive a rename or a re-creation), the event
+    # that started the run (only `ci_write_events` write) and the workflow the audit names.
+    ci_repository_id_claim: str = "repository_id"
+    ci_owner_id_claim: str = "repository_owner_id"
+    ci_event_claim: str = "event_name"
+    ci_workflow_claim: str = "job_workflow_ref"
+    ci_write_events: tuple[str, ...] = ("push", "workflow_dispatch")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -488,13 +495,20 @@ class _CiSettings(TypedDict):
     ci_audience: str | None
     ci_repository_claim: str
     ci_ref_claim: str
+    ci_repository_id_claim: str
+    ci_owner_id_claim: str
+    ci_event_claim: str
+    ci_workflow_claim: str
+    ci_write_events: tuple[str, ...]
 
 
 def _ci_settings(env: Mapping[str, str]) -> _CiSettings:
     """`GATE_CI_ISSUER` (https, or http on loopback: checked again at discovery),
     `GATE_CI_AUDIENCE` and `GATE_GRANTS_FILE` (the one grants file, whose `ci` member it reads at start
     and when it changes), the first two together or neither; `GATE_CI_REPOSITORY_CLAIM` and `GATE_CI_REF_CLAIM` (claim names, defaults
-    `repository` and `ref`, GitHub Actions' names)."""
+    `repository` and `ref`, GitHub Actions' names); `GATE_CI_REPOSITORY_ID_CLAIM`, `GATE_CI_OWNER_ID_CLAIM`,
+    `GATE_CI_EVENT_CLAIM`, `GATE_CI_WORKFLOW_CLAIM` (defaults `repository_id`, `repository_owner_id`,
+    `event_name`, `job_workflow_ref`) and `GATE_CI_WRITE_EVENTS` (default `push,workflow_dispatch`)."""
     issuer = _http_url((env.get("GATE_CI_ISSUER") or "").strip() or None, "GATE_CI_ISSUER")
     audience = (env.get("GATE_CI_AUDIENCE") or "").strip() or None
     grants = (env.get("GATE_GRANTS_FILE") or "").strip() or None
@@ -505,7 +519,21 @@ def _ci_settings(env: Mapping[str, str]) -> _CiSettings:
         raise SettingsError("GATE_CI_AUDIENCE must be at most 500 printable characters")
     return {"ci_issuer": issuer, "ci_audience": audience,
             "ci_repository_claim": _claim_name(env, "GATE_CI_REPOSITORY_CLAIM", "repository"),
-            "ci_ref_claim": _claim_name(env, "GATE_CI_REF_CLAIM", "ref")}
+            "ci_ref_claim": _claim_name(env, "GATE_CI_REF_CLAIM", "ref"),
+            "ci_repository_id_claim": _claim_name(env, "GATE_CI_REPOSITORY_ID_CLAIM", "repository_id"),
+            "ci_owner_id_claim": _claim_name(env, "GATE_CI_OWNER_ID_CLAIM", "repository_owner_id"),
+            "ci_event_claim": _claim_name(env, "GATE_CI_EVENT_CLAIM", "event_name"),
+            "ci_workflow_claim": _claim_name(env, "GATE_CI_WORKFLOW_CLAIM", "job_workflow_ref"),
+            "ci_write_events": _write_events(env)}
+
+
+def _write_events(env: Mapping[str, str]) -> tuple[str, ...]:
+    """`GATE_CI_WRITE_EVENTS`: the comma-separated events whose runs may hold more than viewer."""
+    raw = env.get("GATE_CI_WRITE_EVENTS") or "push,workflow_dispatch"
+    events = tuple(sorted({part.strip() for part in raw.split(",") if part.strip()}))
+    if not events or not all(re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", event) for event in events):
+        raise SettingsError("GATE_CI_WRITE_EVENTS must list event names (push,workflow_dispatch)")
+    return events
 
 
 def _claim_name(env: Mapping[str, str], name: str, default: str) -> str:

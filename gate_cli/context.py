@@ -18,6 +18,7 @@ from gate.principals import KEY_PERMISSIONS, Principal
 from gate.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
+    from gate.keys.anchors import TrustAnchors
     from gate.ledger import Ledger
     from workbench.dataset.trust import Trust
 
@@ -125,11 +126,16 @@ def ledger_at_hand(settings: Settings) -> Ledger | None:
     return ledger
 
 
-def dataset_trust(settings: Settings, *, allow_unsigned: bool, ledger: Ledger | None = None) -> Trust:
-    """How a command trusts a dataset (`workbench.dataset.trust.reader_trust`): this gate's keyring and
-    HMAC secret, `--allow-unsigned`, the newest-seen state in GATE_HOME/cache, and `ledger`'s chain heads."""
+def dataset_trust(settings: Settings, *, allow_unsigned: bool, ledger: Ledger | None = None,
+                  key_registry: str | None = None, public: TrustAnchors | None = None) -> Trust:
+    """How a command trusts a dataset (`workbench.dataset.trust.reader_trust`): public keys first
+    (`--key-registry`, else GATE_KEY_REGISTRY; `public`, a remote gate's pinned keys), and this
+    gate's keyring and HMAC secret where they are at hand; `--allow-unsigned`, the newest-seen state
+    in GATE_HOME/cache, and `ledger`'s chain heads. No private key is needed to trust a dataset."""
+    from gate.keys.anchors import TrustAnchors
     from gate.services.root import signing_setup
     from workbench.dataset.trust import reader_trust
 
-    return reader_trust(settings.home, signing_setup(settings).trust_anchors(), allow_unsigned=allow_unsigned,
-                        ledger=ledger)
+    anchors = signing_setup(settings).trust_anchors() + (public or TrustAnchors())
+    return reader_trust(settings.home, anchors, allow_unsigned=allow_unsigned, ledger=ledger,
+                        key_registry=key_registry)

@@ -70,8 +70,9 @@ def add_dry_run_parser(sub: Subparsers) -> None:
                                                         "(default: run a dry-run)")
     p.add_argument("--public-key", help="with --verify: PEM file of another trusted Ed25519 public key "
                                           "(default: none)")
-    p.add_argument("--key-registry", help="with --verify: a saved receipt key registry (JSON file) of trusted keys "
-                                            "(default: none)")
+    p.add_argument("--key-registry", help="a saved receipt key registry (JSON file) of trusted public keys: with "
+                                            "--verify, of the result; with --dataset, of the dataset's signature "
+                                            "(default: GATE_KEY_REGISTRY for --dataset, none for --verify)")
     add_allow_unsigned(p)
     p.add_argument("--allow-stale", action="store_true",
                    help="sign a result over a dataset that lags the live ledger past GATE_DATASET_STALE_AFTER "
@@ -97,7 +98,8 @@ def trust_for(args: argparse.Namespace, settings: Settings) -> Trust:
 
     ledger = ledger_at_hand(settings)
     try:
-        return dataset_trust(settings, allow_unsigned=args.allow_unsigned, ledger=ledger)
+        return dataset_trust(settings, allow_unsigned=args.allow_unsigned, ledger=ledger,
+                             key_registry=getattr(args, "key_registry", None))
     except Untrusted as error:
         raise DryRunError("USAGE", str(error)) from None
     finally:

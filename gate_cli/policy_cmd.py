@@ -52,6 +52,7 @@ from gate_cli.policy_repo import (
 )
 
 if TYPE_CHECKING:
+    from gate.keys.anchors import TrustAnchors
     from gate.ledger import Ledger
     from gate.services.releases import ReleaseService
     from gate.settings import Settings
@@ -136,6 +137,12 @@ def add_policy_parsers(sub: Subparsers) -> None:
                                                        "(default: the live ledger, as gate dry-run)")
         p.add_argument("--allow-unsigned", action="store_true",
                        help="with --dataset: read a dataset whose manifest carries no signature (default: refused)")
+        p.add_argument("--key-registry", default=None, metavar="FILE",
+                       help="with --dataset: a saved key registry (GET /api/decision/receipt-keys) whose public keys "
+                            "the dataset's signature may verify with (default: GATE_KEY_REGISTRY)")
+        p.add_argument("--key-fingerprint", action="append", default=None, metavar="SHA256",
+                       help="with --gate and --dataset: trust the key of this fingerprint the gate publishes at "
+                            "/api/decision/receipt-keys (repeatable; a fingerprint it does not publish is refused)")
         p.add_argument("--out", default=None, help="folder for each change's signed dry-run "
                                                    "(<scope>/<rulebook_id>/migration.json, report.md, …) and plan.json "
                                                    "(default: GATE_HOME/plans/<time>)")
@@ -204,8 +211,10 @@ def _write_rulebook(folder: Path, rulebook: RulebookDocument) -> list[Path]:
 class Planner:
     """Plans each file against `gate`: the version it runs, the published versions, the dry-run."""
 
-    def __init__(self, gate: Gate, args: argparse.Namespace, settings: Settings) -> None:
+    def __init__(self, gate: Gate, args: argparse.Namespace, settings: Settings,
+                 public: TrustAnchors | None = None) -> None:
         self.gate, self.args, self.settings = gate, args, settings
+        self.public = public  # a remote gate's pinned public keys (the dataset's trust)
         self.out = Path(args.out) if args.out else settings.home / "plans" / _stamp()
 
     def unchanged(self, file: PolicyFile) -> Running | bool | None:
@@ -243,7 +252,8 @@ class Planner:
         out = self.out / file.scope / file.rulebook_id
         ledger = ledger_at_hand(self.settings)
         try:
-            trust = (dataset_trust(self.settings, allow_unsigned=self.args.allow_unsigned, ledger=ledger)
+            trust = (dataset_trust(self.settings, allow_unsigned=self.args.allow_unsigned, ledger=ledger,
+                                   key_registry=self.args.key_registry, public=self.public)
                      if self.args.dataset is not None else None)
             dry_runs = compose(setup, ledger if self.args.dataset is None else None).dry_runs
             dry_runs.check_signing()
@@ -288,6 +298,17 @@ def _open_gate(args: argparse.Namespace, settings: Settings) -> Gate:
     return RemoteGate(args.gate, Path(args.dir), args.scope)
 
 
+def _pinned_keys(args: argparse.Namespace, gate: Gate) -> TrustAnchors | None:
+    """`--key-fingerprint`: the remote gate's published keys of those fingerprints (public only)."""
+    if not args.key_fingerprint:
+        return None
+    from gate_cli.policy_remote import RemoteGate
+
+    if not isinstance(gate, RemoteGate) or args.dataset is None:
+        raise PolicyLayoutInvalid("--key-fingerprint pins a key of the --gate's registry: give --gate and --dataset")
+    return gate.receipt_keys(args.key_fingerprint)
+
+
 def _gated(plan: Plan, conditions: tuple[FailOn, ...]) -> bool:
     """Marks each change with the conditions it meets; True when any is met."""
     for change in plan.changes:
@@ -307,7 +328,7 @@ def _run(args: argparse.Namespace, apply: bool) -> int:
         settings = load_settings()
         gate = _open_gate(args, settings)
         files = read_layout(Path(args.dir), gate.scopes(), only=args.scope)
-        planner = Planner(gate, args, settings)
+        planner = Planner(gate, args, settings, _pinned_keys(args, gate))
         plan = planner.plan(files) if not apply else _apply_plan(planner, files)
         failed = _gated(plan, conditions)
         if apply and not failed:

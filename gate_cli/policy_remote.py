@@ -7,6 +7,10 @@ discloses a rulebook's body (spec "Registries and patterns"), only the version a
 runs; so the body the plan compares with is the one in this repository's git history of the file
 whose hash is that running hash (`gate init-policies` or an earlier apply committed it). A running
 version found in no commit is refused: the plan would not know what it compares with.
+
+The dataset the plan replays is trusted by public keys only (`receipt_keys`): the gate's published
+key registry, `GET /api/decision/receipt-keys`, of which only the keys whose fingerprints the
+caller pins (`--key-fingerprint`) are trusted; a pin the registry does not publish is refused.
 """
 
 from __future__ import annotations
@@ -20,13 +24,16 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate.errors import CodedError, GateError, Signal
 from gate.protocol.canonical import CanonicalJSONError, parse_strict, sha256_hex
 from gate.releases.model import ReleaseStateJSON
 from gate.rulebook import RulebookDocument, checked_rulebook
 from gate_cli.policy_repo import PolicyFile, PolicyLayoutInvalid, Running
+
+if TYPE_CHECKING:
+    from gate.keys.anchors import TrustAnchors
 
 __all__ = ["GateUnreachable", "RemoteGate"]
 
@@ -112,6 +119,26 @@ class RemoteGate:
 
     def scopes(self) -> frozenset[str]:
         return frozenset({self.scope})
+
+    def receipt_keys(self, pins: list[str]) -> TrustAnchors:
+        """The gate's published public keys whose fingerprints are `pins` (sha256 hex of the
+        canonical PEM, `public_key_fingerprint` in the registry): only those are trusted, so a
+        gate address that answers with other keys vouches for nothing. PolicyLayoutInvalid for a
+        pin the registry does not publish or a registry that cannot be read."""
+        from gate.keys.anchors import SOURCE_KEY_REGISTRY_URL, TrustAnchorError, TrustAnchors
+
+        try:
+            published = TrustAnchors.from_registry_body(self._call("GET", "/api/decision/receipt-keys"),
+                                                        SOURCE_KEY_REGISTRY_URL)
+        except TrustAnchorError as exc:
+            raise PolicyLayoutInvalid(f"{self.base}/api/decision/receipt-keys: {exc.message}") from None
+        wanted = {pin.strip().lower() for pin in pins}
+        kept = tuple(key for key in published.ed25519 if key.fingerprint in wanted)
+        missing = sorted(wanted - {key.fingerprint for key in kept})
+        if missing:
+            raise PolicyLayoutInvalid(f"--key-fingerprint {missing[0]}: the gate's key registry "
+                                      f"({self.base}/api/decision/receipt-keys) publishes no key of that fingerprint")
+        return TrustAnchors(ed25519=kept)
 
     def state(self, scope: str, rulebook_id: str) -> ReleaseStateJSON | None:
         """The release state, read once per rulebook until this gate publishes or moves it."""

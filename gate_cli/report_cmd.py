@@ -67,6 +67,9 @@ def add_report_parser(sub: Subparsers) -> None:
                    help="with --dataset: read a dataset whose manifest carries no signature (synthetic or local "
                         "data); every report then says source.trust \"unsigned\" (default: a dataset is read "
                         "only when its signature verifies with this gate's keys)")
+    p.add_argument("--key-registry", default=None, metavar="FILE",
+                   help="with --dataset: a saved key registry (GET /api/decision/receipt-keys) whose public keys the "
+                        "dataset's signature may verify with; no private key is needed (default: GATE_KEY_REGISTRY)")
     p.add_argument("--json", action="store_true", help="print the sealed report as JSON")
     add_cluster_argument(p, "the engines' partials over the dataset's partitions (with --dataset and --limit all)")
     for name in OPTIONS:
@@ -115,7 +118,8 @@ def _trust(args: argparse.Namespace, ledger: Ledger | None) -> Any:
     settings = load_settings()
     at_hand = ledger if ledger is not None else ledger_at_hand(settings)
     try:
-        return dataset_trust(settings, allow_unsigned=args.allow_unsigned, ledger=at_hand)
+        return dataset_trust(settings, allow_unsigned=args.allow_unsigned, ledger=at_hand,
+                             key_registry=args.key_registry)
     finally:
         if at_hand is not None and at_hand is not ledger:
             at_hand.dispose()

@@ -20,6 +20,7 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,14 +93,21 @@ class Provider:
             client = json.loads(response.read())
         return client["client_id"], client.get("client_secret")
 
-    def ci_token(self, repository: str, ref: str, audience: str, sha: str = "0" * 40) -> str:
+    def ci_token(self, repository: str, ref: str, audience: str, sha: str = "0" * 40, *,
+                 ids: tuple[str, str] | None = None, event: str = "push", workflow: str | None = None,
+                 lifetime: int | None = None) -> str:
         """A signed JWT access token shaped like a GitHub Actions OIDC token (iss, aud, sub
-        `repo:<repository>:ref:<ref>`, repository, ref, sha, exp in 10 minutes): a client
-        registered for that repository and ref asks for it with client credentials and the
-        audience as its resource indicator (RFC 8707)."""
+        `repo:<repository>:ref:<ref>`, repository, ref, sha, repository_id and repository_owner_id
+        (`ids`, by default `ci_ids(repository)`), event_name, job_workflow_ref, exp in 10 minutes or
+        `lifetime` seconds after iat): a client registered for that run asks for it with client
+        credentials and the audience as its resource indicator (RFC 8707)."""
+        repository_id, owner_id = ids or ci_ids(repository)
         body = {"grant_types": ["client_credentials"], "response_types": [], "redirect_uris": [],
                 "token_endpoint_auth_method": "client_secret_post", "ci_repository": repository, "ci_ref": ref,
-                "ci_sha": sha}
+                "ci_sha": sha, "ci_repository_id": repository_id, "ci_owner_id": owner_id, "ci_event": event,
+                "ci_workflow": workflow or f"{repository}/.github/workflows/policy.yml@{ref}"}
+        if lifetime is not None:
+            body["ci_lifetime"] = str(lifetime)
         request = urllib.request.Request(f"{self.issuer}/reg", data=json.dumps(body).encode(), method="POST",
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=30) as response:  # loopback http
@@ -110,6 +118,19 @@ class Provider:
                                          headers={"Content-Type": "application/x-www-form-urlencoded"})
         with urllib.request.urlopen(request, timeout=30) as response:  # loopback http
             return str(json.loads(response.read())["access_token"])
+
+
+def ci_ids(repository: str) -> tuple[str, str]:
+    """The repository id and owner id the tests' issuer states for `repository` by default (stable
+    digits of the names), as a grants file's `ci` entry must name them."""
+    owner = repository.partition("/")[0]
+    return str(zlib.crc32(repository.encode())), str(zlib.crc32(owner.encode()))
+
+
+def ci_grant(repository: str, scopes: dict[str, list[str]]) -> dict[str, object]:
+    """A grants file's `ci` entry for `repository` with its default ids (`ci_ids`)."""
+    repository_id, owner_id = ci_ids(repository)
+    return {"repository_id": repository_id, "owner_id": owner_id, "scopes": scopes}
 
 
 def start(log: Path) -> Provider:

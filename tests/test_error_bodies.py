@@ -145,7 +145,7 @@ CASES = {
                                             b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"),
     "REQUEST_URI_TOO_LONG": lambda c: _served(c, b"GET /" + b"a" * 5000 + b" HTTP/1.1\r\nHost: t\r\n\r\n"),
     "REQUEST_HEADERS_TOO_LARGE": lambda c: _served(
-        c, b"GET /api/decision/status HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n"),
+        c, b"GET /api/decision/status HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 18_000 + b"\r\n\r\n"),
     "EXPECTATION_FAILED": lambda c: _served(
         c, b"POST /api/decide HTTP/1.1\r\nHost: t\r\nExpect: nonsense\r\nContent-Length: 0\r\n\r\n"),
     "TRANSFER_CODING_UNSUPPORTED": lambda c: _served(

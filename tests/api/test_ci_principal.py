@@ -25,7 +25,7 @@ from api.auth import AuthFailure
 from api.ci import CIPrincipals
 from gate.principals import Principal
 from gate.settings import Settings, SettingsError
-from tests.oidc_support import oidc_provider  # noqa: F401  # the session fixture
+from tests.oidc_support import ci_grant, ci_ids, oidc_provider  # noqa: F401  # the session fixture
 from tests.releases.support import Api, version
 
 AUDIENCE = "https://gate.test/ci"
@@ -46,21 +46,37 @@ class ShiftedClock:
         return datetime.now(UTC) + self.offset
 
 
-@pytest.fixture
-def ci_gate(oidc_provider, gate_env, tmp_path):  # noqa: F811
-    """A gate whose CI issuer is the provider; acme/policies@main is author and releaser in
-    tenant_a, acme/other@main releaser there too."""
+def _ci_app(gate_env, tmp_path, issuer: str, ci: dict):
     from api.app import create_app
 
     grants = tmp_path / "grants.json"
-    grants.write_text(json.dumps({"ci": {f"{REPO}@{MAIN}": {SCOPE: ["author", "releaser"]},
-                                         f"{OTHER_REPO}@{MAIN}": {SCOPE: ["releaser"]}}}))
+    grants.write_text(json.dumps({"ci": ci}))
     clock = ShiftedClock()
-    settings = Settings.from_env({**gate_env, "GATE_CI_ISSUER": oidc_provider.issuer, "GATE_CI_AUDIENCE": AUDIENCE,
+    settings = Settings.from_env({**gate_env, "GATE_CI_ISSUER": issuer, "GATE_CI_AUDIENCE": AUDIENCE,
                                   "GATE_GRANTS_FILE": str(grants)})
     app = create_app(settings, clock=clock)
     app.testing = True
+    return app, clock
+
+
+@pytest.fixture
+def ci_gate(oidc_provider, gate_env, tmp_path):  # noqa: F811
+    """A gate whose CI issuer is the provider; acme/policies@main is author and releaser in
+    tenant_a, acme/other@main releaser there too (each entry bound to its repository's ids)."""
+    app, clock = _ci_app(gate_env, tmp_path, oidc_provider.issuer,
+                         {f"{REPO}@{MAIN}": ci_grant(REPO, {SCOPE: ["author", "releaser"]}),
+                          f"{OTHER_REPO}@{MAIN}": ci_grant(OTHER_REPO, {SCOPE: ["releaser"]})})
     yield app, clock
+    app.extensions["gate"].ledger.dispose()
+
+
+@pytest.fixture
+def ci_gate_with_readers(oidc_provider, gate_env, tmp_path):  # noqa: F811
+    """As ci_gate, and every ref of acme/policies a viewer in tenant_a (`acme/policies@*`)."""
+    app, _clock = _ci_app(gate_env, tmp_path, oidc_provider.issuer,
+                          {f"{REPO}@{MAIN}": ci_grant(REPO, {SCOPE: ["author", "releaser"]}),
+                           f"{REPO}@*": ci_grant(REPO, {SCOPE: ["viewer"]})})
+    yield app
     app.extensions["gate"].ledger.dispose()
 
 
@@ -71,7 +87,16 @@ def tokens(oidc_provider):  # noqa: F811
             "branch": oidc_provider.ci_token(REPO, "refs/heads/feature", AUDIENCE),
             "stranger": oidc_provider.ci_token("acme/unknown", MAIN, AUDIENCE),
             "other": oidc_provider.ci_token(OTHER_REPO, MAIN, AUDIENCE),
-            "audience": oidc_provider.ci_token(REPO, MAIN, "https://another.example")}
+            "audience": oidc_provider.ci_token(REPO, MAIN, "https://another.example"),
+            # The same name, re-created (or renamed into) by someone else: other ids.
+            "renamed": oidc_provider.ci_token(REPO, MAIN, AUDIENCE, ids=("424242", ci_ids(REPO)[1])),
+            "transferred": oidc_provider.ci_token(REPO, MAIN, AUDIENCE, ids=(ci_ids(REPO)[0], "424242")),
+            # A pull_request_target run: the base branch's ref, a fork's code.
+            "target": oidc_provider.ci_token(REPO, MAIN, AUDIENCE, event="pull_request_target"),
+            "pull": oidc_provider.ci_token(REPO, MAIN, AUDIENCE, event="pull_request"),
+            "dispatch": oidc_provider.ci_token(REPO, MAIN, AUDIENCE, event="workflow_dispatch"),
+            "long": oidc_provider.ci_token(REPO, MAIN, AUDIENCE, lifetime=3601),
+            "hour": oidc_provider.ci_token(REPO, MAIN, AUDIENCE, lifetime=3600)}
 
 
 class Ci(Api):
@@ -167,7 +192,8 @@ def _foreign_issuer_token(issuer: str) -> str:
     now = int(time.time())
     return jwt.encode({"alg": "RS256", "kid": "test-rs256"},
                       {"iss": issuer, "aud": AUDIENCE, "sub": f"repo:{REPO}:ref:{MAIN}", "repository": REPO,
-                       "ref": MAIN, "iat": now, "exp": now + 600}, key)
+                       "ref": MAIN, "repository_id": ci_ids(REPO)[0], "repository_owner_id": ci_ids(REPO)[1],
+                       "event_name": "push", "iat": now, "exp": now + 600}, key)
 
 
 def test_tokens_that_do_not_verify_or_hold_no_role_are_refused_and_change_nothing(ci_gate, tokens, oidc_provider):  # noqa: F811
@@ -218,6 +244,72 @@ def test_a_ci_token_acts_only_where_routes_take_it_and_in_a_granted_scope(ci_gat
     assert Ci(client, tokens["other"]).publish(version("v2")).status_code == 201
 
 
+def test_a_renamed_repository_and_a_run_of_another_event_get_no_grant_above_viewer(ci_gate_with_readers, tokens,
+                                                                                    caplog):
+    """The same name with other ids (renamed, transferred, re-created by someone else) holds
+    nothing; a pull_request_target or pull_request run of the main ref reads, never writes."""
+    client = ci_gate_with_readers.test_client()
+    for name in ("renamed", "transferred"):
+        refused = Ci(client, tokens[name]).publish(version("v1"))
+        assert refused.status_code == 403 and refused.json["error"] == "SVC_API_UNAUTHORIZED", (name, refused.json)
+        assert "holds no role" in refused.json["message"], name
+        assert Ci(client, tokens[name]).status().status_code == 403, name  # not even the pattern's viewer
+    for name in ("target", "pull"):
+        refused = Ci(client, tokens[name]).publish(version("v1"))
+        assert refused.status_code == 403 and refused.json["error"] == "RELEASE_PERMISSION_DENIED", (name, refused.json)
+        assert Ci(client, tokens[name]).status().status_code in (200, 404), name  # a viewer reads
+    assert ci_gate_with_readers.extensions["gate"].ledger.latest_rulebook_snapshot(SCOPE, "pricing_exception") is None
+    # The write events write; the audit names the ids, the event and the workflow.
+    with caplog.at_level("INFO", logger="api.ci"):
+        assert Ci(client, tokens["dispatch"]).publish(version("v1")).status_code == 201
+    [audit] = [r.getMessage() for r in caplog.records if "acts in scope" in r.getMessage()]
+    repository_id, owner_id = ci_ids(REPO)
+    assert (f"{CI_MAIN} (repository id {repository_id}, owner id {owner_id}, event workflow_dispatch, workflow "
+            f"{REPO}/.github/workflows/policy.yml@{MAIN}, sha {'0' * 40}) acts in scope '{SCOPE}' as author, "
+            "releaser, viewer") == audit
+
+
+def test_a_token_living_longer_than_an_hour_is_refused(ci_gate, tokens):
+    client = ci_gate[0].test_client()
+    refused = Ci(client, tokens["long"]).publish(version("v1"))
+    assert refused.status_code == 401 and refused.json["error"] == "SVC_API_UNAUTHORIZED", refused.json
+    assert refused.json["message"] == "the CI token is not valid"
+    assert ci_gate[0].extensions["gate"].ledger.latest_rulebook_snapshot(SCOPE, "pricing_exception") is None
+    assert Ci(client, tokens["hour"]).publish(version("v1")).status_code == 201  # exactly the cap
+
+
+def test_a_token_of_the_documented_size_reaches_the_gates_own_check_through_gunicorn(
+        oidc_provider, gate_env, tmp_path):  # noqa: F811
+    """`gate serve` (gunicorn) reads a bearer token of up to 16,384 characters: a 16,000-byte one
+    is answered by the gate (401 SVC_API_UNAUTHORIZED, WWW-Authenticate), not by gunicorn's 431
+    (its default header line limit is 8,190 bytes); one past 16,384 by the gate's own size check."""
+    import urllib.error
+    import urllib.request
+
+    from tests.client.live_gate import LiveGate
+
+    grants = tmp_path / "grants.json"
+    grants.write_text(json.dumps({"ci": {f"{REPO}@{MAIN}": ci_grant(REPO, {SCOPE: ["releaser"]})}}))
+    served = LiveGate(tmp_path / "home", env={k: v for k, v in gate_env.items() if k != "GATE_HOME"} | {
+        "GATE_CI_ISSUER": oidc_provider.issuer, "GATE_CI_AUDIENCE": AUDIENCE, "GATE_GRANTS_FILE": str(grants)}).start()
+    try:
+        for size in (16_000, 16_384, 16_500):
+            head = _encode({"alg": "RS256", "kid": "test-rs256"})
+            token = f"{head}.{'A' * (size - len(head) - 4)}.AA"
+            assert len(token) == size
+            request = urllib.request.Request(f"{served.base}/api/decision/release-policy",
+                                             headers={"Authorization": f"Bearer {token}", "x-gate-scope": SCOPE})
+            with pytest.raises(urllib.error.HTTPError) as answer:
+                urllib.request.urlopen(request, timeout=30)
+            body = json.loads(answer.value.read())
+            assert (answer.value.code, body["error"]) == (401, "SVC_API_UNAUTHORIZED"), (size, body)
+            assert answer.value.headers.get("WWW-Authenticate") is not None, size
+        log = served.log.read_text()
+        assert log.count("a CI token was refused: the token is too large") == 1, log  # 16,500 only
+    finally:
+        served.stop()
+
+
 def _issuer_stub(keys):
     """A CI issuer's two documents, answered from memory, counting the reads of each."""
     reads: dict[str, int] = {}
@@ -242,9 +334,11 @@ def _principals(tmp_path, grants: dict | str, fetch, now: list[float]):
 
 def _signed(key, kid: str, repository: str = REPO) -> str:
     now = int(time.time())
+    repository_id, owner_id = ci_ids(repository)
     return jwt.encode({"alg": "RS256", "kid": kid}, {"iss": "https://ci.example", "aud": AUDIENCE, "sub": "s",
                                                      "repository": repository, "ref": MAIN, "iat": now,
-                                                     "exp": now + 300}, key)
+                                                     "repository_id": repository_id, "repository_owner_id": owner_id,
+                                                     "event_name": "push", "exp": now + 300}, key)
 
 
 def test_unknown_key_ids_fetch_the_keys_again_at_most_every_thirty_seconds(tmp_path):
@@ -253,7 +347,7 @@ def test_unknown_key_ids_fetch_the_keys_again_at_most_every_thirty_seconds(tmp_p
     keys = KeySet([known])
     fetch, reads = _issuer_stub(keys)
     now = [1000.0]
-    ci, _path = _principals(tmp_path, {"ci": {f"{REPO}@{MAIN}": {SCOPE: ["releaser"]}}}, fetch, now)
+    ci, _path = _principals(tmp_path, {"ci": {f"{REPO}@{MAIN}": ci_grant(REPO, {SCOPE: ["releaser"]})}}, fetch, now)
     assert ci.caller(_signed(known, "k1"), None).principal == Principal.ci(REPO, MAIN)
     for _ in range(5):  # forged key ids: one fetch again at most, none within the bound
         with pytest.raises(AuthFailure) as refused:
@@ -270,19 +364,19 @@ def test_the_grants_file_is_read_again_when_it_changes_and_an_unusable_one_grant
     key = RSAKey.generate_key(2048, parameters={"kid": "k1"})
     fetch, _reads = _issuer_stub(KeySet([key]))
     now = [1000.0]
-    ci, path = _principals(tmp_path, {"ci": {f"{REPO}@{MAIN}": {SCOPE: ["releaser"], "tenant_b": ["viewer"]}}},
-                           fetch, now)
+    ci, path = _principals(tmp_path, {"ci": {f"{REPO}@{MAIN}": ci_grant(REPO, {SCOPE: ["releaser"],
+                                                                              "tenant_b": ["viewer"]})}}, fetch, now)
     token = _signed(key, "k1")
     with pytest.raises(AuthFailure, match="several scopes: name one in x-gate-scope"):
         ci.caller(token, None)
     assert ci.caller(token, "tenant_b").permissions == {"read"}
     assert ci.caller(token, SCOPE).permissions == {"read", "publish", "release"}
-    path.write_text(json.dumps({"ci": {f"{OTHER_REPO}@{MAIN}": {SCOPE: ["releaser"]}}}))
+    path.write_text(json.dumps({"ci": {f"{OTHER_REPO}@{MAIN}": ci_grant(OTHER_REPO, {SCOPE: ["releaser"]})}}))
     now[0] += 1.5
     with pytest.raises(AuthFailure, match="holds no role in any scope") as refused:
         ci.caller(token, None)
     assert refused.value.status == 403
-    path.write_text('{"ci": {"acme/policies@refs/heads/main": {"tenant_a": ["approver"]}}}  ')
+    path.write_text(json.dumps({"ci": {f"{REPO}@{MAIN}": ci_grant(REPO, {SCOPE: ["approver"]})}}) + "  ")
     now[0] += 1.5
     with pytest.raises(AuthFailure, match="holds no role in this scope"):
         ci.caller(token, SCOPE)

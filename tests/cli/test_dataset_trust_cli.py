@@ -142,3 +142,38 @@ def test_the_first_report_after_the_export_is_not_stale(exported):  # noqa: F811
     done = report(tmp, {**env, "GATE_DATASET_STALE_AFTER": "0"})
     assert done.returncode == 0 and "stale" not in json.loads(done.stdout)["source"]
     assert os.path.isfile(Path(env["GATE_HOME"]) / "cache" / "dataset-newest.json")
+
+
+def test_a_reader_with_no_private_key_trusts_the_public_key_registry(exported, tmp_path):  # noqa: F811
+    """Issue 63, defect 7: verifying a dataset needs no secret. A home with no keyring reads the
+    signed dataset with the gate's public key registry (`--key-registry`, or GATE_KEY_REGISTRY as
+    the workbench and the notebooks read it); without one it is refused; a bad registry file is one
+    line, exit 2."""
+    from gate.keys.config import SigningSetup
+
+    tmp, env = exported
+    registry = tmp / "receipt-keys.json"
+    keys = SigningSetup.load(Path(env["GATE_SIGNING_KEY_FILE"]), None, "hmac").registry_entries()
+    registry.write_text(json.dumps({"keys": keys}))
+    empty = tmp_path / "no-key-home"
+    empty.mkdir()
+    public = {k: v for k, v in env.items() if k not in ("GATE_SIGNING_KEY_FILE", "GATE_DATABASE_URL")}
+    public["GATE_HOME"] = str(empty)
+    key_id = manifest_of(tmp / "ds")["signature"]["key_id"]
+    refused(report(tmp, public), "no trusted Ed25519 key")
+    for extra, environment in ((("--key-registry", str(registry)), public),
+                               ((), {**public, "GATE_KEY_REGISTRY": str(registry)})):
+        done = report(tmp, environment, *extra)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["source"]["key_id"] == key_id
+    unsigned_out = {**public, "GATE_REQUIRE_SIGNING": "false"}  # no key to sign with: the result is unsigned
+    ran = gate(["dry-run", "--rulebook-id", POLICY, "--draft", "draft.json", "--dataset", "ds", "--out", "out-public",
+                "--key-registry", str(registry)], unsigned_out, cwd=tmp)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads((tmp / "out-public" / "migration.json").read_text())["dry_run"]["source"]["dataset_key_id"] == key_id
+    refused(gate(["dry-run", "--rulebook-id", POLICY, "--draft", "draft.json", "--dataset", "ds", "--out", "out-none"],
+                 unsigned_out, cwd=tmp), "DATASET_INVALID", "no trusted Ed25519 key")
+    (tmp / "bad.json").write_text('{"keys": [{"public_key": "not a key"}]}')
+    refused(report(tmp, public, "--key-registry", str(tmp / "bad.json")), "the key registry", "bad.json")
+    refused(report(tmp, public, "--key-registry", str(tmp / "missing.json")), "cannot read the key registry")
+    assert not [p for p in empty.rglob("*") if p.is_file() and b"PRIVATE KEY" in p.read_bytes()]

@@ -21,8 +21,9 @@ import httpx
 import pytest
 
 from gate_cli.main import main
+from tests.client.live_gate import LiveGate
 from tests.demo_support import GATE, gate_env
-from tests.oidc_support import oidc_provider, password, pkce, provider_sign_in  # noqa: F401  # the session fixture
+from tests.oidc_support import ci_grant, oidc_provider, password, pkce, provider_sign_in  # noqa: F401  # the session fixture
 from tests.server.support import free_port
 
 SCOPE = "globex-saas"
@@ -94,7 +95,6 @@ def test_a_ci_principal_applies_and_a_signed_in_person_approves(home, tmp_path, 
     from gate.grants import load_grants
     from gate.keys.config import SigningSetup
     from gate.ledger import Ledger
-    from tests.client.live_gate import LiveGate
     from workbench.app.access import Rights
     from workbench.app.state.releases import ReleasesState
     from workbench.app.store import WorkbenchStore
@@ -104,7 +104,7 @@ def test_a_ci_principal_applies_and_a_signed_in_person_approves(home, tmp_path, 
     assert in_process("export", "--out", str(tmp_path / "dataset"), "--scope", SCOPE) == 0
     grants = tmp_path / "grants.json"
     grants.write_text(json.dumps({"groups": {"gate-approvers": {"*": ["approver"]}},
-                                  "ci": {f"{REPO}@{MAIN}": {SCOPE: ["author", "releaser"]}}}))
+                                  "ci": {f"{REPO}@{MAIN}": ci_grant(REPO, {SCOPE: ["author", "releaser"]})}}))
     served = LiveGate(home, env={"GATE_CI_ISSUER": oidc_provider.issuer, "GATE_CI_AUDIENCE": AUDIENCE,
                                  "GATE_GRANTS_FILE": str(grants)}).start()
     try:
@@ -174,3 +174,74 @@ def test_a_ci_principal_applies_and_a_signed_in_person_approves(home, tmp_path, 
     person = f"person:{oidc_provider.issuer}#bob"
     assert f"activate 2026-12-01 by {CI_MAIN} (ci)" in verified, verified
     assert f"approve 2026-12-01 by {person} (person)" in verified, verified
+
+
+def _no_private_key_under(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        if path.is_file():
+            text = path.read_bytes()
+            assert b"PRIVATE KEY" not in text and b'"private_key' not in text, path
+
+
+def test_the_ci_plan_runs_from_a_home_with_no_private_key(home, tmp_path, in_process, oidc_provider):  # noqa: F811
+    """Issue 63, defect 7: the CI path of docs/policy-as-code.md (`gate plan --gate URL --dataset D`)
+    from a home holding no key at all: the dataset's signature verifies with the gate's published
+    key registry pinned by fingerprint (`--key-fingerprint`), or a saved one (`--key-registry`);
+    without either it is refused, and a pin the gate does not publish is refused."""
+    from tests.client.live_gate import clean_env
+
+    assert in_process("export", "--out", str(tmp_path / "dataset"), "--scope", SCOPE) == 0
+    grants = tmp_path / "grants.json"
+    grants.write_text(json.dumps({"ci": {f"{REPO}@{MAIN}": ci_grant(REPO, {SCOPE: ["author", "releaser"]})}}))
+    served = LiveGate(home, env={"GATE_CI_ISSUER": oidc_provider.issuer, "GATE_CI_AUDIENCE": AUDIENCE,
+                                 "GATE_GRANTS_FILE": str(grants)}).start()
+    try:
+        repo = tmp_path / "repo"
+        repo.mkdir()
+        git(repo, "init", "-q")
+        assert in_process("init-policies", str(repo / "policies"), "--scope", SCOPE) == 0
+        git(repo, "add", ".")
+        git(repo, "commit", "-qm", "policies as the gate runs them")
+        path = repo / "policies" / SCOPE / f"{RULEBOOK}.json"
+        book = json.loads(path.read_text())
+        book["version"], book["rules"] = "2026-12-09", book["rules"][1:]
+        path.write_text(json.dumps(book, indent=2))
+        git(repo, "commit", "-qam", "drop a rule")
+        with urllib.request.urlopen(f"{served.base}/api/decision/receipt-keys", timeout=30) as answer:
+            registry = json.loads(answer.read())
+        (tmp_path / "receipt-keys.json").write_text(json.dumps(registry))
+        [active] = [key for key in registry["keys"] if key["status"] == "active"]
+
+        empty = tmp_path / "ci-home"  # the CI runner: HOME and GATE_HOME hold nothing, no key at all
+        empty.mkdir()
+        env = clean_env(HOME=str(empty), GATE_HOME=str(empty / "gate"), GATE_REQUIRE_SIGNING="false",
+                        GATE_ID_TOKEN=oidc_provider.ci_token(REPO, MAIN, AUDIENCE))
+
+        def plan(*trust: str) -> subprocess.CompletedProcess:
+            return subprocess.run([GATE, "plan", "--dir", "policies", "--scope", SCOPE, "--gate", served.base,
+                                   "--dataset", str(tmp_path / "dataset"), "--format", "json", *trust],
+                                  cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+
+        for trust in (["--key-fingerprint", active["public_key_fingerprint"]],
+                      ["--key-registry", str(tmp_path / "receipt-keys.json")]):
+            done = plan(*trust, "--out", str(tmp_path / f"plan-{trust[0][6:]}"))
+            assert done.returncode == 2, done.stdout + done.stderr  # something changes
+            [change] = json.loads(done.stdout)["changes"]
+            assert (change["rulebook_id"], change["to_version"]) == (RULEBOOK, "2026-12-09"), change
+            manifest = json.loads((tmp_path / f"plan-{trust[0][6:]}" / SCOPE / RULEBOOK / "migration.json").read_text())
+            source = manifest["dry_run"]["source"]
+            assert source["dataset_key_id"] == active["key_id"], source  # its signature verified
+        untrusted = plan("--out", str(tmp_path / "plan-none"))
+        assert untrusted.returncode == 1 and "DATASET_INVALID" in untrusted.stderr, untrusted.stderr
+        assert "no trusted Ed25519 key" in untrusted.stderr, untrusted.stderr
+        wrong = plan("--key-fingerprint", "0" * 64, "--out", str(tmp_path / "plan-wrong"))
+        assert wrong.returncode == 1, wrong.stderr
+        assert f"POLICY_LAYOUT_INVALID: --key-fingerprint {'0' * 64}: the gate's key registry" in wrong.stderr
+        report = subprocess.run([GATE, "report", "effectiveness", "--policy", RULEBOOK, "--dataset",
+                                 str(tmp_path / "dataset"), "--key-registry", str(tmp_path / "receipt-keys.json"),
+                                 "--json"], cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+        assert report.returncode == 0, report.stderr
+        assert json.loads(report.stdout)["source"]["key_id"] == active["key_id"]
+    finally:
+        served.stop()
+    _no_private_key_under(empty)

@@ -375,9 +375,12 @@ def test_the_ci_examples_run_plan_on_reviews_and_apply_on_the_main_branch(name):
             args = build_parser().parse_args(argv)
             parse_fail_on(args.fail_on)
             assert args.gate and args.scope and args.dataset and args.dir == "policies"
+            assert args.key_fingerprint, line  # the dataset is trusted by the gate's pinned public key
             commands[args.command] = args
     assert set(commands) == {"plan", "apply"}
     assert "GATE_ID_TOKEN" in text and ("id-token: write" in text or "id_tokens" in text)
+    # Issue 63, defect 7: the job stores no signing key (verifying needs none).
+    assert "GATE_SIGNING_KEY" not in text and "signing-keys" not in text and "secrets." not in text
 
 
 def test_a_remote_gate_s_rate_limit_is_waited_out_as_its_retry_after_says(tmp_path, monkeypatch):

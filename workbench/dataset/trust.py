@@ -4,8 +4,10 @@ Every reader opens a dataset through `workbench.dataset.load.open_dataset(root, 
 reads the manifest and asks `verdict(manifest, location, trust)` here. The answer is one of:
 
 * signed: the manifest's `dataset_hash` matches its content and its signature verifies against
-  `trust.anchors` (the gate's keyring and HMAC secret, a saved key registry). Only then does a
-  report's `source` name the signing `key_id`;
+  `trust.anchors` (public keys: a saved key registry, `--key-registry` or GATE_KEY_REGISTRY, the
+  keys a remote gate publishes pinned by fingerprint; and the gate's own keyring and HMAC secret
+  where they are at hand). Verifying never needs a secret: a reader with no private key trusts
+  the public registry. Only then does a report's `source` name the signing `key_id`;
 * unsigned, by opt-in: the manifest carries no signature (a synthetic dataset, an export made with
   GATE_REQUIRE_SIGNING=false) and the reader said `allow_unsigned` (`--allow-unsigned`,
   GATE_ALLOW_UNSIGNED=1). Every report then carries `source.trust: "unsigned"` and `key_id: null`;
@@ -34,15 +36,18 @@ from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict
 
 from gate.errors import CodedError
-from gate.keys.anchors import TrustAnchors
+from gate.keys.anchors import SOURCE_KEY_REGISTRY_FILE, TrustAnchorError, TrustAnchors
 from workbench.dataset.integrity import dataset_hash, signature_problem
 from workbench.dataset.manifest import DatasetManifest
 
-__all__ = ["DEFAULT_STALE_AFTER", "DatasetTrust", "Staleness", "Trust", "Untrusted", "reader_trust", "seen_store_of", "stale_after_setting", "trust_of",
-           "trust_text", "verdict"]
+__all__ = ["DEFAULT_STALE_AFTER", "KEY_REGISTRY_SETTING", "DatasetTrust", "Staleness", "Trust", "Untrusted",
+           "reader_trust", "registry_anchors", "seen_store_of", "stale_after_setting", "trust_of", "trust_text",
+           "verdict"]
 
 DEFAULT_STALE_AFTER = 86_400  # seconds a dataset may lag the live ledger before it is marked stale
 SEEN_HASHES = 1_000  # earlier manifest hashes remembered per location (a rollback to one is named)
+KEY_REGISTRY_SETTING = "GATE_KEY_REGISTRY"  # a saved public key registry every reader trusts
+MAX_REGISTRY_BYTES = 4 * 1024 * 1024
 UNSIGNED_HINT = "give --allow-unsigned (GATE_ALLOW_UNSIGNED=1) to read unsigned synthetic or local data as unsigned"
 
 
@@ -105,6 +110,24 @@ def stale_after_setting(env: Mapping[str, str] | None = None) -> int:
     if not raw.isdigit():
         raise Untrusted(f"GATE_DATASET_STALE_AFTER must be a whole number of seconds, not {raw!r}")
     return int(raw)
+
+
+def registry_anchors(location: str | Path | None) -> TrustAnchors:
+    """The public keys of a saved receipt key registry (`GET /api/decision/receipt-keys` of the
+    gate, saved to a file): no secret. None or empty: no key. Untrusted when it cannot be used."""
+    if location is None or not str(location).strip():
+        return TrustAnchors()
+    try:
+        with open(location, "rb") as handle:
+            body = handle.read(MAX_REGISTRY_BYTES + 1)
+    except OSError as exc:
+        raise Untrusted(f"cannot read the key registry {location}: {exc.strerror}") from None
+    if len(body) > MAX_REGISTRY_BYTES:
+        raise Untrusted(f"the key registry {location} is larger than 4 MiB")
+    try:
+        return TrustAnchors.from_registry_body(body, SOURCE_KEY_REGISTRY_FILE)
+    except TrustAnchorError as exc:
+        raise Untrusted(f"the key registry {location}: {exc.message}") from None
 
 
 def seen_store_of(home: Path) -> Path:
@@ -228,10 +251,15 @@ def staleness(manifest: DatasetManifest, heads: Sequence[Mapping[str, Any]], bou
 
 
 def reader_trust(home: Path, anchors: TrustAnchors | None, *, allow_unsigned: bool = False, ledger: Any = None,
-                 env: Mapping[str, str] | None = None) -> Trust:
+                 env: Mapping[str, str] | None = None, key_registry: str | Path | None = None) -> Trust:
     """The trust of a reader with a home (the CLI, the workbench, the notebooks): the gate's trusted
-    keys, its opt-in, its newest-seen state under `home`, the live ledger's chain heads when it
-    has one at hand and the staleness bound of GATE_DATASET_STALE_AFTER."""
+    keys, the public keys of `key_registry` (else GATE_KEY_REGISTRY's file), its opt-in, its
+    newest-seen state under `home`, the live ledger's chain heads when it has one at hand and the
+    staleness bound of GATE_DATASET_STALE_AFTER."""
+    registry = key_registry or (os.environ if env is None else env).get(KEY_REGISTRY_SETTING)
+    public = registry_anchors(registry)
+    if not public.empty:
+        anchors = public if anchors is None else anchors + public
     heads = None
     if ledger is not None:
         from gate.ledger.stream import chain_heads_of  # lazy: SQLAlchemy only with a ledger

@@ -10,10 +10,12 @@
 // test starts names its own redirect URI. Everything is in memory; nothing outlives the process.
 //
 // It is also a CI workload-identity issuer (docs/ci-principal.md): a client registered with
-// `grant_types: ["client_credentials"]` and the metadata `ci_repository`, `ci_ref`, `ci_sha` gets, for
+// `grant_types: ["client_credentials"]` and the metadata `ci_repository`, `ci_ref`, `ci_sha`,
+// `ci_repository_id`, `ci_owner_id`, `ci_event`, `ci_workflow` (and `ci_lifetime`, seconds) gets, for
 // `POST /token` with `grant_type=client_credentials&resource=<audience>` (RFC 8707 resource
 // indicators), a signed JWT access token shaped like a GitHub Actions OIDC token: `iss`, `aud` (the
-// resource), `sub` `repo:<repository>:ref:<ref>`, `repository`, `ref`, `sha`, `exp`, `iat`.
+// resource), `sub` `repo:<repository>:ref:<ref>`, `repository`, `ref`, `sha`, `repository_id`,
+// `repository_owner_id`, `event_name`, `job_workflow_ref`, `exp` (`iat` + `ci_lifetime`), `iat`.
 import http from 'node:http';
 import { generateKeyPairSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { once } from 'node:events';
@@ -68,7 +70,8 @@ ${form}<button type="submit" form="op.logoutForm" value="yes" name="logout">Yes,
   pkce: { required: () => true },
   // A CI client's repository, ref and commit (set at registration; tests/oidc_support.py `ci_token`).
   extraClientMetadata: {
-    properties: ['ci_repository', 'ci_ref', 'ci_sha'],
+    properties: ['ci_repository', 'ci_ref', 'ci_sha', 'ci_repository_id', 'ci_owner_id', 'ci_event', 'ci_workflow',
+      'ci_lifetime'],
     validator(_ctx, key, value) {
       if (value !== undefined && (typeof value !== 'string' || value.length > 200)) {
         throw new Error(`${key} must be a string of at most 200 characters`);
@@ -84,7 +87,12 @@ ${form}<button type="submit" form="op.logoutForm" value="yes" name="logout">Yes,
         Object.assign(structured.payload, {
           sub: `repo:${client.ci_repository}:ref:${client.ci_ref}`,
           repository: client.ci_repository, ref: client.ci_ref, sha: client.ci_sha,
+          repository_id: client.ci_repository_id, repository_owner_id: client.ci_owner_id,
+          event_name: client.ci_event, job_workflow_ref: client.ci_workflow,
         });
+        if (client.ci_lifetime !== undefined) {
+          structured.payload.exp = structured.payload.iat + Number(client.ci_lifetime);
+        }
       },
     },
   },
