@@ -38,7 +38,6 @@ from gate.chain.links import chain_id_for
 from gate.chain.merkle import Checkpoint, verify_checkpoint
 from gate.clock import SystemClock
 from gate.errors import CodedError, GateError
-from gate.services.root import signing_setup
 from gate.verify import TrustAnchors
 from gate_cli.context import load_settings, open_ledger, refusal_text
 from gate_cli.help import Subparsers
@@ -139,6 +138,7 @@ def _from_ledger(args: argparse.Namespace, held_of: Callable[[Path, str], dict[s
                  ) -> tuple[Checkpoint, list[str] | None, TrustAnchors, Path]:
     # Lazy: the ledger brings SQLAlchemy, which `gate --version` does without.
     from gate.services.chains import AuditChainService
+    from gate.services.root import signing_setup
 
     settings = load_settings()
     log = Path(args.log) if args.log else settings.checkpoint_log

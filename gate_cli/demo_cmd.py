@@ -21,9 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from gate.clock import SystemClock, iso_ms
 from gate.errors import LedgerUnavailable
-from gate.keys.signing import generate_keyring
 from gate.resources import data_path
-from gate.services.root import signing_setup
 from gate.settings import Settings
 from gate_cli.help import Subparsers
 from gate_cli.progress import ProgressBar
@@ -35,6 +33,9 @@ if TYPE_CHECKING:
 
 
 def _signing(settings: Settings) -> SigningSetup:
+    from gate.keys.signing import generate_keyring
+    from gate.services.root import signing_setup
+
     settings.home.mkdir(parents=True, exist_ok=True)
     if not settings.signing_key_file.exists():
         generate_keyring(settings.signing_key_file, iso_ms(SystemClock().now()))

@@ -21,9 +21,7 @@ from typing import TYPE_CHECKING, Any
 from gate import __version__
 from gate.errors import GateError
 from gate.keys.apikeys import HOLDER_REQUIRED, PERMISSIONS, new_api_key, parse_permissions, permissions_text
-from gate.keys.signing import Keyring, generate_keyring, rotate_keyring
 from gate.principals import holder_id, parse_holder
-from gate.services.root import signing_setup
 from gate.settings import DEFAULT_PLANS, Settings, variables_help
 from gate.vocabulary import INTERFACE_VERSION
 from gate_cli.checkpoint_cmd import add_checkpoint_parser
@@ -62,7 +60,12 @@ from gate_cli.verify_cmd import add_verify_parser
 from gate_cli.workbench_cmd import add_workbench_parser, start_beside
 
 if TYPE_CHECKING:
+    from gate.keys.signing import Keyring
     from gate.services.keys import KeyChange, KeyService
+
+# The signing keys, the services and the ledger are imported by the commands that use them, never
+# at start-up: `gate --help` and every command's parser load no collation table, no JSON Schema
+# and no SQL toolkit (issue 68; tests/cli/test_cli_startup.py).
 
 # Subcommands that run with the core only (no server extras, no ledger), so GATE_HOME is not
 # created for them; `gate checkpoint save --scope` opens the local ledger (and GATE_HOME) itself.
@@ -140,6 +143,7 @@ def key_service(settings: Settings) -> KeyService:
     """The keys' service over the local ledger, signing with the receipt key, its grants governed
     through the one governed-change service, witnessed in GATE_CHECKPOINT_LOG (issue 52)."""
     from gate.services.root import key_service as build_key_service
+    from gate.services.root import signing_setup
 
     return build_key_service(open_ledger(settings), signing_setup(settings),
                              checkpoint_log=settings.checkpoint_log)
@@ -198,6 +202,8 @@ def cmd_keys(args: argparse.Namespace) -> int:
             return 1
         prepare_home(settings)
         path.parent.mkdir(parents=True, exist_ok=True)
+        from gate.keys.signing import generate_keyring
+
         keyring = generate_keyring(path, now(), overwrite=args.force)
         print(json.dumps({"keyring": str(path), "active_key_id": _active_key_id(keyring, path)}))
         return 0
@@ -205,6 +211,8 @@ def cmd_keys(args: argparse.Namespace) -> int:
         if not settings.signing_key_file.exists():
             raise CliError(f"no signing keyring at {settings.signing_key_file} to rotate: "
                            "create one with `gate keys signing-init`")
+        from gate.keys.signing import rotate_keyring
+
         keyring = rotate_keyring(settings.signing_key_file, now())
         retired = [e["key_id"] for e in keyring.registry_entries() if e["status"] == "retired"]
         print(json.dumps({"keyring": str(settings.signing_key_file),
@@ -279,6 +287,8 @@ def serve(settings: Settings, host: str, port: int, workers: int, threads: int |
 
 def startup_notes(settings: Settings) -> list[str]:
     """What `serve` says before it listens: a missing or broken signing key and the command that fixes it."""
+    from gate.services.root import signing_setup
+
     setup = signing_setup(settings)
     if setup.receipt_signer() is not None:
         return []
@@ -309,6 +319,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     settings = load_settings()
     settings.home.mkdir(parents=True, exist_ok=True)
     if not settings.signing_key_file.exists():
+        from gate.keys.signing import generate_keyring
+
         generate_keyring(settings.signing_key_file, now())
     seed_on_first_run(settings, args.seed_decisions)
     retired = retire_demo_keys(settings)

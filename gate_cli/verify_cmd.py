@@ -23,17 +23,13 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate.chain.checkpoint_log import CheckpointLogError, read_checkpoint_log
 from gate.chain.event_witness import governance_chain_id, key_chain_id, release_chain_id, witness_problems
 from gate.errors import GateError
-from gate.governance.table import API_KEYS, SAFEGUARDS
-from gate.holds.history import verify_hold_history
 from gate.packets import verify_packet
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
-from gate.releases.events import verify_history
-from gate.releases.governance import ChangeSummary, verify_governance
 from gate.releases.key_grants import verify_key_grants
 from gate.verify import (
     SOURCE_KEY_REGISTRY_FILE,
@@ -44,6 +40,12 @@ from gate.verify import (
 from gate.vocabulary import MIGRATION_MANIFEST_VERSION
 from gate_cli.help import Subparsers
 from gate_cli.packet_report import is_packet, packet_report
+
+if TYPE_CHECKING:
+    from gate.releases.governance import ChangeSummary
+
+# The chains' verifiers (and the JSON Schemas of the settings they check) load with the command
+# that verifies one, not with `gate --help` (issue 68).
 
 
 def add_verify_parser(sub: Subparsers) -> None:
@@ -201,6 +203,9 @@ def _verify_release_history(document: dict[str, object], anchors: TrustAnchors, 
     link, signature and stated state (gate.releases.events), with the scope's policy changes
     (its governance chain): each one is listed, and a deleted or edited one fails. Verified
     needs a trusted key. With `checkpoints`, both chains must extend their witnessed checkpoints."""
+    from gate.governance.table import SAFEGUARDS
+    from gate.releases.events import verify_history
+
     events, governance = document.get("events"), document.get("governance")
     events, governance = events if isinstance(events, list) else [], governance if isinstance(governance, list) else []
     check = verify_history(events, None if anchors.empty else anchors, governance, SAFEGUARDS)
@@ -257,6 +262,9 @@ def _verify_key_grants(document: dict[str, object], anchors: TrustAnchors, as_js
     that acts on production, its holder and who made it. Verified needs a trusted key. With
     `checkpoints`, the key chain and the governance chain must extend their witnessed checkpoints
     (a key chain cut back fails, issue 64)."""
+    from gate.governance.table import API_KEYS, SAFEGUARDS
+    from gate.releases.governance import verify_governance
+
     check = verify_key_grants(document, None if anchors.empty else anchors)
     stated = document.get("governance")
     governance_events = stated if isinstance(stated, list) else []
@@ -304,6 +312,8 @@ def _verify_hold_history(document: dict[str, object], anchors: TrustAnchors, as_
                          checkpoints: Sequence[Mapping[str, object]] | None) -> int:
     """A scope's hold chain (gate.holds.history): verified needs every check and a trusted key;
     with `--checkpoints`, the chain must extend the checkpoint of it witnessed by its head's time."""
+    from gate.holds.history import verify_hold_history
+
     check = verify_hold_history(document, anchors, checkpoints)
     if as_json:
         print(json.dumps(check.to_json(), indent=2))

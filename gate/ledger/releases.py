@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict, cast
 
-from sqlalchemy import Table, and_, case, func, insert, select, update
+from sqlalchemy import Select, String, Table, and_, bindparam, case, func, insert, select, update
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError
 
@@ -22,7 +22,14 @@ from gate.chain.links import scope_hash
 from gate.errors import Signal
 from gate.ledger.outbox_write import append_event
 from gate.ledger.store import Ledger
-from gate.ledger.tables import api_keys, outcome_latest, release_decisions, release_events, release_policies
+from gate.ledger.tables import (
+    api_keys,
+    hold_events,
+    outcome_latest,
+    release_decisions,
+    release_events,
+    release_policies,
+)
 from gate.releases.events import ReleaseEvent
 from gate.releases.governance import GOVERNANCE_ID
 from gate.releases.key_grants import KEY_GRANTS_ID
@@ -125,6 +132,20 @@ class Announcement:
     data: Mapping[str, object]
 
 
+def _hold_policy_version() -> Select[Any]:
+    scope = bindparam("scope", type_=String)
+    governance = and_(release_events.c.scope == scope, release_events.c.rulebook_id == GOVERNANCE_ID)
+    newest = select(func.max(release_events.c.seq)).where(governance).scalar_subquery()
+    return select(newest,
+                  select(release_events.c.event_hash).where(governance, release_events.c.seq == newest)
+                  .scalar_subquery(),
+                  select(func.max(hold_events.c.seq)).where(hold_events.c.scope == scope,
+                                                            hold_events.c.action == "policy_set").scalar_subquery())
+
+
+_HOLD_POLICY_VERSION = _hold_policy_version()  # built once: a decide runs it, it never changes
+
+
 class ReleaseLedger:
     """The release tables over one `Ledger`."""
 
@@ -140,6 +161,15 @@ class ReleaseLedger:
                                              release_events.c.rulebook_id == rulebook_id)
                 .order_by(release_events.c.seq.desc()).limit(1)).mappings().first()
         return _event_row(row) if row else None
+
+    def hold_policy_version(self, scope: str) -> tuple[int | None, str | None, int | None]:
+        """What the scope's hold policy in force depends on, in one statement of index reads
+        (issue 68): its governance chain's head (seq, event_hash; None before its first change)
+        and the seq of the hold chain's newest policy step made before issue 52 (None: none).
+        Equal versions mean the same policy; any change committed anywhere changes the version."""
+        with self.ledger.read() as connection:
+            row = connection.execute(_HOLD_POLICY_VERSION, {"scope": scope}).one()
+        return row[0], row[1], row[2]
 
     def events(self, scope: str, rulebook_id: str, limit: int = 1000) -> list[EventRow]:
         """A release's events, oldest first (at most `limit`, newest kept)."""

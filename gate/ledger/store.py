@@ -245,7 +245,11 @@ class Ledger:
     # ------------------------------------------------------------------ lifecycle
 
     def upgrade(self) -> None:
-        """Bring the schema to the newest Alembic revision (idempotent)."""
+        """Bring the schema to the newest Alembic revision (idempotent). A ledger that already
+        states the newest revision is left as it is without loading Alembic (issue 68: a command
+        such as `gate holds list` starts without it)."""
+        if self._states_newest_revision():
+            return
         # Alembic is imported only here: a serving process that does not migrate never loads it.
         from alembic import command
         from alembic.config import Config
@@ -256,6 +260,19 @@ class Ledger:
         with self.engine.begin() as connection:
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
+
+    def _states_newest_revision(self) -> bool:
+        """Whether `alembic_version` holds exactly the newest migration's revision: each file in
+        migrations/versions is named as its revision and the names sort in the chain's order
+        (tests/ledger/test_migration_names.py). Anything else (no such table, an older, a branched
+        or an unknown revision) is Alembic's to handle."""
+        newest = max(path.stem for path in (MIGRATIONS_DIR / "versions").glob("[0-9]*.py"))
+        try:
+            with self.engine.connect() as connection:
+                stated = connection.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+        except DBAPIError:
+            return False
+        return list(stated) == [newest]
 
     def dispose(self) -> None:
         self.engine.dispose()

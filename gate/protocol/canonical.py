@@ -31,7 +31,6 @@ from itertools import accumulate
 from typing import Any, NoReturn
 
 from gate.errors import Signal
-from gate.protocol.collation import collation_key
 from gate.vocabulary import MAX_SAFE_INTEGER
 
 __all__ = [
@@ -104,6 +103,21 @@ def _array_index(key: str) -> int | None:
         return None
     value = int(key)
     return value if value <= _MAX_ARRAY_INDEX else None
+
+
+_COLLATION: list[Callable[[str], tuple[str, str, str]]] = []  # gate.protocol.collation's key, once loaded
+
+
+def collation_key(text: str) -> tuple[str, str, str]:
+    """`gate.protocol.collation.collation_key`, that module (its tables take a third of a second
+    to build) loaded on the first key that needs it: a command that writes no JSON object with a
+    non-index key, such as `gate --help`, never builds them (issue 68). The API loads it with `api.app`, as
+    before."""
+    if not _COLLATION:
+        from gate.protocol.collation import collation_key as key
+
+        _COLLATION.append(key)
+    return _COLLATION[0](text)
 
 
 def _remember(cache: dict[Any, Any], slot: int, key: Any, value: Any, size: int) -> None:

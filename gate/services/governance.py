@@ -122,6 +122,7 @@ class SafeguardSettings:
         self.store = ReleaseLedger(ledger, witness)
         self.cache_seconds = cache_seconds
         self._cache: dict[str, tuple[float, GovernanceState]] = {}
+        self._hold_policies: dict[str, tuple[tuple[int | None, str | None, int | None], HoldPolicy]] = {}
         self._lock = threading.Lock()
 
     def state(self, scope: str, *, fresh: bool = False) -> GovernanceState:
@@ -163,6 +164,23 @@ class SafeguardSettings:
             return HoldPolicy.from_json(event["policy"]) if event is not None else HoldPolicy()
         row = EventSettingsLedger(self.ledger).get(scope)
         return EventSettings(bool(row["decision_created"]), row["anomaly_every_seconds"]) if row else EventSettings()
+
+    def hold_policy(self, scope: str) -> HoldPolicy:
+        """The hold policy in force, as every held decide reads it (issue 68): kept by the version
+        it was read at (`ReleaseLedger.hold_policy_version`, one statement of index reads, made
+        before each use), so the policy's bodies are read again only after a change, and a change
+        any process or worker commits is seen by the next decide: a cached policy is used only
+        while the database still states the version it was read at."""
+        version = self.store.hold_policy_version(scope)
+        cached = self._hold_policies.get(scope)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        policy: HoldPolicy = self.value(scope, HOLD_POLICY, self.state(scope, fresh=True))
+        with self._lock:
+            if len(self._hold_policies) >= 4096:
+                self._hold_policies.clear()
+            self._hold_policies[scope] = (version, policy)  # read at or after `version`: a newer one re-reads
+        return policy
 
     def approvals_required(self, scope: str) -> bool:
         """Whether the scope requires approvals: its release policy's `require_approval` (the

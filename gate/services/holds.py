@@ -103,13 +103,13 @@ class HoldOpener:
     def __init__(self, ledger: Ledger, inbox_base: str | None = None) -> None:
         self.holds = HoldLedger(ledger)
         self.inbox_base = inbox_base  # the workbench's address: hold events link to the Inbox
-        self.safeguards = SafeguardSettings(ledger, cache_seconds=0)  # a change applies to the next decide
+        # Kept by the version the database states (issue 68): a change applies to the next decide.
+        self.safeguards = SafeguardSettings(ledger)
 
     def policy(self, scope: str) -> HoldPolicy:
         """The hold policy in force (gate.services.governance: the governance chain's, or the hold
         chain's newest `policy_set` step made before issue 52, or the default)."""
-        policy: HoldPolicy = self.safeguards.value(scope, HOLD_POLICY)
-        return policy
+        return self.safeguards.hold_policy(scope)
 
     def opening(self, scope: str, record: Mapping[str, Any], requested_by: str,
                 facts: Any, requested_holder: str | None = None) -> list[HoldOpening]:

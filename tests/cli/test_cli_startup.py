@@ -1,12 +1,32 @@
 """The command line's processes start without the optional grammar jsonschema would compile
-(gate_cli/__init__.py), and the adapters' `format` checks read the same with or without it."""
+(gate_cli/__init__.py), and the adapters' `format` checks read the same with or without it.
+
+The command line starts at once (issue 68, item 5): `gate --help`, every command's parser and
+`gate holds list` import what the command needs when it runs, never the collation table of the
+canonical JSON (a third of a second), the JSON Schemas, the SQL toolkit or the analytics stack
+up front. Checked by what `python -X importtime` says was imported, not by a clock: a loaded CI
+host changes the time, not the modules."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from gate.adapters.manifest import _FORMATS
+
+ROOT = Path(__file__).resolve().parents[2]
+# Never needed to parse a command line or print a help text.
+HEAVY = ("gate.protocol.collation", "jsonschema", "gate.bodies", "sqlalchemy", "alembic", "polars", "pyarrow",
+         "pandas", "panel", "flask", "gate.services.root")
+# Never needed to list holds (the collation table builds sort keys for canonical JSON: no listing writes
+# any; Alembic only migrates a ledger that does not state the newest revision).
+NOT_FOR_A_LISTING = ("gate.protocol.collation", "alembic", "polars", "pyarrow", "pandas", "panel", "flask")
+HELP_MODULES_BUDGET = 400  # 304 measured; 439 before issue 68
+
 
 
 def test_a_gate_process_never_compiles_the_iri_grammar():
@@ -20,3 +40,31 @@ def test_the_adapters_assert_formats_but_never_the_iri_ones():
     assert "iri" not in _FORMATS.checkers and "iri-reference" not in _FORMATS.checkers
     assert _FORMATS.conforms("not an iri at all ::", "iri")  # an annotation, whatever is installed
     assert not _FORMATS.conforms("2026-13-45", "date") and _FORMATS.conforms("2026-11-26", "date")
+
+
+def _imported(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
+    """The modules `gate ARGV` imports, in order, from `python -X importtime`."""
+    code = f"import sys; from gate_cli.main import main; sys.exit(main({argv!r}))"
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, **(env or {})}, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line.split("|") for line in done.stderr.splitlines() if line.startswith("import time:")]
+    return [parts[2].strip() for parts in lines[1:]]  # the first line is the header
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["holds", "list", "--help"], ["verify", "--help"],
+                                  ["keys", "create", "--help"]], ids=" ".join)
+def test_a_help_text_imports_no_heavy_module(argv):
+    modules = _imported(argv)
+    assert [name for name in modules if name.split(".")[0] in HEAVY or name in HEAVY
+            or any(name.startswith(heavy + ".") for heavy in HEAVY)] == []
+    assert len(modules) < HELP_MODULES_BUDGET, len(modules)
+
+
+def test_listing_holds_builds_no_collation_table_no_migration_and_no_analytics(tmp_path):
+    env = {"GATE_HOME": str(tmp_path / "home"), "GATE_DATABASE_URL": f"sqlite:///{tmp_path / 'gate.db'}"}
+    assert "alembic" in _imported(["holds", "list", "--scope", "tenant_a"], env)  # the first run migrates
+    modules = _imported(["holds", "list", "--scope", "tenant_a"], env)
+    assert "gate.ledger" in modules  # it did read the ledger
+    assert [name for name in modules if name in NOT_FOR_A_LISTING
+            or any(name.startswith(heavy + ".") for heavy in NOT_FOR_A_LISTING)] == []
