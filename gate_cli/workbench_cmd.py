@@ -55,7 +55,11 @@ def add_workbench_parser(sub: Subparsers) -> None:
     add_oidc_arguments(p)
     p.add_argument("--allow-origin", action="append", default=[], metavar="HOST:PORT",
                    help="a name browsers reach the workbench under when it is not on loopback "
-                        "(repeatable; its websocket refuses other origins; default: none)")
+                        "(repeatable; its websocket and sign-in form refuse other origins; default: none)")
+    p.add_argument("--trusted-proxy", action="append", default=[], metavar="ADDRESS",
+                   help="the address or network of a TLS-terminating proxy whose X-Forwarded-Proto is believed "
+                        "(repeatable): a request it says came over https gets Secure cookies and is judged as https "
+                        "(default: none; the header is ignored)")
     add_cluster_argument(p, "the full-history dry-run (default: GATE_CLUSTER when set)")
     p.add_argument("--refresh", action="store_true",
                    help="export what is new in the ledger into the dataset before serving")
@@ -203,9 +207,11 @@ def build_store(settings: Settings, dataset: str | None, cluster: str | None = N
 def cmd_workbench(args: argparse.Namespace) -> int:
     from workbench.app.access import AccessConfigError, access_for
     from workbench.app.oidc import discover
+    from workbench.app.origins import parse_proxies
 
     try:
         bind, authority = bind_address(args.host, args.port)
+        proxies = parse_proxies(args.trusted_proxy)
         access = access_for(bind, args.basic_auth, args.grants, oidc_settings(args))
         # The provider's discovery document, read before anything is opened (OIDCConfigError).
         discovery = discover(access.oidc) if access.oidc is not None else None
@@ -227,7 +233,8 @@ def cmd_workbench(args: argparse.Namespace) -> int:
     from workbench.app.server import make_server
 
     try:
-        server = make_server(store, access, bind, args.port, origins=args.allow_origin, discovery=discovery)
+        server = make_server(store, access, bind, args.port, origins=args.allow_origin, discovery=discovery,
+                             trusted_proxies=proxies)
     except OSError as exc:  # the address is not this machine's, or the port is taken
         print(f"gate workbench: cannot listen on {authority}: {exc.strerror or exc}", file=sys.stderr)
         return 2

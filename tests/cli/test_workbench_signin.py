@@ -15,13 +15,13 @@ import stat
 import subprocess
 import sys
 import time
-import urllib.parse
 from pathlib import Path
 
 import pytest
 
 from tests.browser.conftest import wait_for
 from tests.server.support import free_port
+from tests.workbench.signin_support import post_sign_in
 
 GATE = str(Path(sys.executable).parent / "gate")
 PASSWORD = "correct horse battery staple"
@@ -51,13 +51,7 @@ def start_workbench(home: Path, users: Path, grants: Path) -> tuple[subprocess.P
 
 def sign_in(port: int, user: str, password: str, source: str = "127.0.0.1") -> http.client.HTTPResponse:
     """POST the login form from `source` (any 127.0.0.0/8 address reaches the server)."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60, source_address=(source, 0))
-    body = urllib.parse.urlencode({"username": user, "password": password})
-    connection.request("POST", "/login", body, {"Content-Type": "application/x-www-form-urlencoded"})
-    response = connection.getresponse()
-    response.text = response.read().decode("utf-8", "replace")  # type: ignore[attr-defined]
-    connection.close()
-    return response
+    return post_sign_in(port, user, password, source)
 
 
 @pytest.fixture(scope="module")

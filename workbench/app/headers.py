@@ -16,7 +16,9 @@ second line: even if one escape were missed, an injected `<img onerror=…>`, `<
   and Panel's icons), `font-src 'self'`, `worker-src blob:` (the code editor's syntax worker),
   `object-src 'none'`, `base-uri 'none'`, `form-action 'self'` (the sign-in form),
   `frame-ancestors 'none'` with `X-Frame-Options: DENY` (no framing, no clickjacking).
-- `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`.
+- `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`, except where a handler
+  asked for `same-origin` (the sign-in page, so that its form's `Origin` is sent: under
+  `no-referrer` a browser sends `Origin: null`); no page sends a `Referer` to another origin.
 
 The nonce is added to the `<script` start tags of `text/html` responses the server renders
 (the Bokeh document page, Panel's sign-in and error pages). SECURITY: those pages carry no
@@ -41,6 +43,7 @@ STATIC_HEADERS = {
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
 }
+_REFERRER_POLICY, _KEPT_REFERRER_POLICY = "Referrer-Policy", "same-origin"
 _SCRIPT_TAG = re.compile(rb"<script(?=[\s>])", re.IGNORECASE)
 
 
@@ -72,7 +75,8 @@ class SecurityHeaders(OutputTransform):
     def transform_first_chunk(self, status_code: int, headers: HTTPHeaders, chunk: bytes,
                               finishing: bool) -> tuple[int, HTTPHeaders, bytes]:
         for name, value in STATIC_HEADERS.items():
-            headers[name] = value
+            if name != _REFERRER_POLICY or headers.get(name) != _KEPT_REFERRER_POLICY:
+                headers[name] = value
         headers["Content-Security-Policy"] = content_security_policy(self.nonce)
         html = headers.get("Content-Type", "").lower().startswith("text/html")
         if html and finishing and chunk:

@@ -17,8 +17,10 @@ from typing import Any
 import panel as pn
 
 from workbench.app.access import Access, Identity, is_loopback
+from workbench.app.guards import harden
 from workbench.app.headers import tornado_settings
 from workbench.app.oidc import Discovery, oidc_provider
+from workbench.app.origins import Origins, ProxyNetwork
 from workbench.app.pages import build_app
 from workbench.app.sessions import IDLE_SECONDS, SignedSessions
 from workbench.app.signin import signin_provider
@@ -68,14 +70,19 @@ def request_cookie(name: str) -> str | None:
 def make_server(store: WorkbenchStore, access: Access, address: str, port: int, *,
                 origins: list[str] | None = None, cookie_secret: str | None = None,
                 start: bool = False, discovery: Discovery | None = None,
-                idle_seconds: float = IDLE_SECONDS) -> Any:
+                idle_seconds: float = IDLE_SECONDS, trusted_proxies: tuple[ProxyNetwork, ...] = ()) -> Any:
     """A Panel (Bokeh/Tornado) server object, not yet started unless `start`. `origins` are
-    the extra `host:port` names browsers may open it under (its websocket refuses others).
-    With OpenID Connect the provider's discovery document is read now (OIDCConfigError)."""
+    the extra `host:port` names browsers may open it under (its websocket and sign-in form
+    refuse others); `trusted_proxies` may say by `X-Forwarded-Proto` that a request came over
+    https (`workbench.app.origins`). With OpenID Connect the provider's discovery document is
+    read now (OIDCConfigError)."""
     # No toast notifications: Panel draws them with a component that evaluates script strings,
     # which the Content-Security-Policy (no 'unsafe-eval') refuses; pages report in status lines.
     pn.extension("codeeditor", "tabulator")
-    sessions = SignedSessions(access, idle_seconds, secure=not is_loopback(address)) if access.authenticated else None
+    names = [f"{address}:{port}", f"localhost:{port}", f"127.0.0.1:{port}", *(origins or [])]
+    own = Origins.of(names, trusted_proxies)
+    sessions = SignedSessions(access, idle_seconds, secure=not is_loopback(address),
+                              origins=own) if access.authenticated else None
 
     def factory() -> pn.viewable.Viewable:
         return session_app(store, access, sessions)
@@ -97,9 +104,9 @@ def make_server(store: WorkbenchStore, access: Access, address: str, port: int, 
         # SECURITY: our provider, not Panel's basic_auth (plaintext compared with ==): scrypt
         # hashes, constant-time comparison, failed sign-ins throttled (workbench/app/signin.py).
         kwargs["auth_provider"] = signin_provider(access.basic_auth_file, sessions)
-    return pn.serve(
+    server = pn.serve(
         {"workbench": factory}, port=port, address=address, show=False, start=start,
-        title=TITLE,
-        websocket_origin=[f"{address}:{port}", f"localhost:{port}", f"127.0.0.1:{port}", *(origins or [])],
-        **kwargs,
+        title=TITLE, websocket_origin=names, **kwargs,
     )
+    harden(server._tornado, own)  # SECURITY: logs, websocket origin, autoload.js, components
+    return server

@@ -14,7 +14,8 @@ the session each signed-in browser holds on the server, and the flags of every c
   the server stops (sessions are in memory: people sign in again after a restart). An ended
   session opens nothing: the page, its websocket and every action of an open page ask the book.
 - `SessionHandler`: every cookie the sign-in and logout handlers set carries `SameSite=Lax`, and
-  `Secure` when the workbench serves a non-loopback address (behind TLS, docs/workbench.md).
+  `Secure` when the workbench serves a non-loopback address (behind TLS, docs/workbench.md) or a
+  trusted proxy says the request came over https (`workbench.app.origins`).
 
 An administrator's revocation: the grants file's optional `"revoked": {"<subject>": "<ISO time>"}`
 ends every session of that subject opened before that time, at once (the file is re-read when it
@@ -42,6 +43,7 @@ from tornado.httputil import HTTPServerRequest
 from tornado.web import HTTPError, decode_signed_value
 
 from workbench.app.access import Access, AccessConfigError, Grants, Identity, load_grants
+from workbench.app.origins import Origins
 
 log = logging.getLogger(__name__)
 
@@ -215,10 +217,12 @@ class SignedSessions:
     """The sessions of one server that signs people in: the book, the grants file as it is now,
     and the signed `user` cookie that names a session."""
 
-    def __init__(self, access: Access, idle_seconds: float = IDLE_SECONDS, secure: bool = False) -> None:
+    def __init__(self, access: Access, idle_seconds: float = IDLE_SECONDS, secure: bool = False,
+                 origins: Origins | None = None) -> None:
         self.book = SessionBook(idle_seconds)
         self.grants = GrantsWatch(access, self.book)
         self.secure = secure
+        self.origins = origins or Origins()
 
     def sid_of(self, cookie: str | None, secret: str | bytes | None, max_age_days: float) -> str | None:
         """The session id a signed `user` cookie value names (None if unsigned, expired or absent)."""
@@ -255,7 +259,8 @@ class SessionHandler:
 
     def set_cookie(self, name: str, value: str | bytes, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("samesite", "Lax")
-        if self.sessions.secure:
+        # `Secure` off loopback, and on a request a trusted proxy says came over https.
+        if self.sessions.secure or self.sessions.origins.scheme(self.request) == "https":  # type: ignore[attr-defined]
             kwargs["secure"] = True
         super().set_cookie(name, value, *args, **kwargs)  # type: ignore[misc]
 

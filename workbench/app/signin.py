@@ -26,15 +26,33 @@ behind a proxy every client shares the proxy's address budget. A session is the 
 the signed `user` cookie names (`workbench.app.sessions`), never an `is_guest` cookie (Panel's
 `pn.state.user` answers "guest" for any request that carries one, which a client sets at will).
 The login page shows only the messages this module writes, never a `?error=` text from the link
-that opened it; a sign-in returns only to a path on this workbench (`safe_next`).
+that opened it; a sign-in returns only to a path on this workbench (`safe_next`), kept in its
+cookie percent-encoded (a character above U+00FF cannot be written in a header).
+
+Login CSRF (issue 63, defect 2): a page on another site must not sign the browser in as someone
+(the attacker), so that what the victim types next lands in the attacker's account. The login page
+sets a random token in a `SameSite=Strict`, `HttpOnly` cookie (`SIGNIN_TOKEN_COOKIE`) and writes
+it into its form; a sign-in is checked before the throttle and the KDF: its `Origin` must be one
+of the workbench's own (scheme included, `workbench.app.origins`), or, without an `Origin`, its
+`Referer` must not name another site; and the form's token must equal the cookie's
+(`secrets.compare_digest`, constant time). Otherwise 403 and the login page (with a token);
+nobody is signed in.
+A browser sends no `SameSite=Strict` cookie with a request another site starts, so a cross-site
+post carries no token to match even where it carries no `Origin`. The login page is served with
+`Referrer-Policy: same-origin`, so the browser sends its real `Origin` with the form (under the
+workbench's `no-referrer` it would send `Origin: null`).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import math
+import re
+import secrets
 import threading
 import time
+import urllib.parse
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -50,7 +68,16 @@ from workbench.app.access import Identity
 from workbench.app.passwords import MAX_USER_CHARS, PasswordCheck
 from workbench.app.sessions import SessionAuth, SessionHandler, SignedSessions, safe_next
 
+log = logging.getLogger(__name__)
+
 INVALID = "Invalid username or password."
+FORGED = "The sign-in form expired or came from another site. Sign in again."
+SIGNIN_TOKEN_COOKIE = "signin_token"  # noqa: S105  # a cookie's name, not a secret
+SIGNIN_TOKEN_FIELD = "signin_token"  # noqa: S105  # the form field's name
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
+_FORM_TAG = re.compile(r"(<form\b[^>]*>)", re.IGNORECASE)
+# Every printable ASCII character but space: what a `next` keeps as it is in its cookie.
+_KEPT_IN_COOKIE = "".join(chr(code) for code in range(0x21, 0x7F))
 KDF_THREADS = 2
 MAX_CHECKS_RUNNING = 8
 
@@ -235,8 +262,37 @@ class SignInHandler(SessionHandler, BasicLoginHandler):
     def _page(self, status: int, message: str) -> None:
         self.set_status(status)
         self.set_header("Cache-Control", "no-store")
-        self.write(self._login_template.render(login_endpoint=self._login_endpoint, errormessage=message,
-                                               PANEL_CDN=CDN_DIST))
+        self.set_header("Referrer-Policy", "same-origin")  # the form's `Origin` is then ours, not "null"
+        token = self._token()
+        page = self._login_template.render(login_endpoint=self._login_endpoint, errormessage=message,
+                                           PANEL_CDN=CDN_DIST)
+        field = f'<input type="hidden" name="{SIGNIN_TOKEN_FIELD}" value="{token}">'
+        self.write(_FORM_TAG.sub(lambda tag: tag.group(1) + field, page, count=1))
+
+    def _token(self) -> str:
+        """The browser's sign-in token, or a new one set in its `SameSite=Strict` cookie."""
+        current = self.get_cookie(SIGNIN_TOKEN_COOKIE) or ""
+        if _TOKEN.fullmatch(current):
+            return current
+        token = secrets.token_urlsafe(32)
+        self.set_cookie(SIGNIN_TOKEN_COOKIE, token, httponly=True, samesite="Strict")
+        return token
+
+    def _forged(self) -> str | None:
+        """Why this sign-in is refused as another site's (None: it is the workbench's own form)."""
+        origins, headers = self.sessions.origins, self.request.headers
+        origin = headers.get("Origin")
+        if origin is not None:
+            if not origins.is_own(self.request, origin):
+                return "its Origin is another site's"
+        elif headers.get("Referer") and not origins.is_own(self.request, headers["Referer"]):
+            return "its Referer is another site's"
+        cookie = self.get_cookie(SIGNIN_TOKEN_COOKIE) or ""
+        sent = self.get_body_argument(SIGNIN_TOKEN_FIELD, "")
+        # SECURITY: constant-time; an empty or malformed token never matches.
+        if not _TOKEN.fullmatch(cookie) or not secrets.compare_digest(cookie.encode(), sent.encode("utf-8", "replace")):
+            return "its token does not match the sign-in cookie"
+        return None
 
     def get(self) -> None:
         # Panel's handler shows `?error=` as the page's message, so any link could put its own
@@ -244,13 +300,18 @@ class SignInHandler(SessionHandler, BasicLoginHandler):
         # SECURITY: `next` only as a path on this workbench (`safe_next`; Panel's check let
         # `///evil.example` through), checked again before the redirect.
         next_url = safe_next(self.get_argument("next", None), "")
-        if next_url:
-            self.set_cookie("next_url", next_url, httponly=True)
+        if next_url:  # percent-encoded: a header holds no character above U+00FF (issue 63)
+            self.set_cookie("next_url", urllib.parse.quote(next_url, safe=_KEPT_IN_COOKIE), httponly=True)
         else:
             self.clear_cookie("next_url")
         self._page(200, "")
 
     async def post(self) -> None:
+        forged = self._forged()
+        if forged is not None:  # SECURITY: login CSRF; before the throttle: no KDF, no count
+            log.warning("workbench sign-in refused: %s", forged)
+            self._page(403, FORGED)
+            return
         user = self.get_argument("username", "")
         password = self.get_argument("password", "", strip=False)
         address = client_key(self.request.remote_ip or "")
@@ -270,6 +331,7 @@ class SignInHandler(SessionHandler, BasicLoginHandler):
             self._page(401, INVALID)
             return
         self.open_session(Identity.password_user(user))
+        self.clear_cookie(SIGNIN_TOKEN_COOKIE, samesite="Strict")  # the next sign-in form gets a fresh token
         target = safe_next(self.get_cookie("next_url"), state.base_url or "/")  # a cookie is what the browser says
         self.clear_cookie("next_url")
         self.redirect(target)

@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from tests.server.support import free_port
+from tests.workbench.signin_support import TOKEN, form_token
 from workbench.app.access import access_for
 from workbench.app.passwords import hash_password
 
@@ -82,7 +83,8 @@ def sign_in(client: httpx.Client, url: str, user: str = "ana", next_url: str | N
     """The login page (with `next`), then the form: the answer to the form."""
     page = client.get(f"{url}/login", params={} if next_url is None else {"next": next_url})
     assert page.status_code == 200
-    return client.post(f"{url}/login", data={"username": user, "password": PASSWORD})
+    return client.post(f"{url}/login", data={"username": user, "password": PASSWORD, TOKEN: form_token(page.text)},
+                       headers={"Origin": url})
 
 
 def user_cookie(response: httpx.Response) -> str:
@@ -98,9 +100,10 @@ def test_a_sign_in_returns_only_to_a_path_on_the_workbench(server):
             answer = sign_in(client, url, next_url=foreign)
             assert answer.status_code == 302 and answer.headers["location"] == "/", foreign
         # The `next_url` cookie is whatever the browser sends back: checked again before the redirect.
-        client.get(f"{url}/login", params={"next": "/workbench"})
+        page = client.get(f"{url}/login", params={"next": "/workbench"})
         client.cookies.set("next_url", "///evil.example/phish")
-        answer = client.post(f"{url}/login", data={"username": "ana", "password": PASSWORD})
+        answer = client.post(f"{url}/login", data={"username": "ana", "password": PASSWORD,
+                                                   TOKEN: form_token(page.text)})
         assert answer.status_code == 302 and answer.headers["location"] == "/"
     for kept in ("/workbench?scope=acme&page=releases", "/workbench?scope=acme&hold=%3Cimg%20src%3Dx%3E"):
         with httpx.Client(timeout=60) as client:  # a path on the workbench is kept, query and all
@@ -226,11 +229,27 @@ def test_cookies_carry_samesite_and_secure_off_loopback(workbench_home, people, 
         client.get(f"{url}/login", params={"next": "/workbench"})
         answer = sign_in(client, url)
         set_cookies = answer.headers.get_list("set-cookie") + client.get(f"{url}/logout").headers.get_list("set-cookie")
-    assert set_cookies and all("SameSite=Lax" in value for value in set_cookies), set_cookies
+    assert set_cookies and all(_samesite(value) in value for value in set_cookies), set_cookies
     assert not any("Secure" in value for value in set_cookies)  # loopback: plain http works
     users, grants = people
     with (running(workbench_home[0], access_for("0.0.0.0", users, grants), address="0.0.0.0") as port,
           httpx.Client(timeout=60) as client):
-        set_cookies = sign_in(client, f"http://127.0.0.1:{port}", next_url="/workbench").headers.get_list("set-cookie")
+        set_cookies = _sign_in_over_http(client, f"http://127.0.0.1:{port}")
     assert any(value.startswith("user=") for value in set_cookies)
-    assert all("SameSite=Lax" in value and "Secure" in value for value in set_cookies), set_cookies
+    assert all(_samesite(value) in value and "Secure" in value for value in set_cookies), set_cookies
+
+
+def _samesite(set_cookie: str) -> str:
+    """The sign-in form's token is `SameSite=Strict` (issue 63); every other cookie `Lax`."""
+    return "SameSite=Strict" if set_cookie.startswith(f"{TOKEN}=") else "SameSite=Lax"
+
+
+def _sign_in_over_http(client: httpx.Client, url: str, headers: dict[str, str] | None = None) -> list[str]:
+    """A sign-in to a workbench whose cookies are `Secure`, over plain http (a client keeping the
+    token cookie as a browser behind TLS would): every `Set-Cookie` of both answers."""
+    page = client.get(f"{url}/login", params={"next": "/workbench"}, headers=headers)
+    token = form_token(page.text)
+    answer = client.post(f"{url}/login", data={"username": "ana", "password": PASSWORD, TOKEN: token},
+                         headers={"Cookie": f"{TOKEN}={token}", **(headers or {})})
+    assert answer.status_code == 302, answer.text
+    return page.headers.get_list("set-cookie") + answer.headers.get_list("set-cookie")

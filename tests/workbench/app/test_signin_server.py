@@ -14,6 +14,7 @@ import urllib.parse
 import pytest
 
 from tests.server.support import free_port
+from tests.workbench.signin_support import post_sign_in
 from workbench.app import passwords
 from workbench.app.access import access_for
 from workbench.app.passwords import ScryptHash, hash_password
@@ -70,13 +71,7 @@ def server(workbench_home, tmp_path):
 
 
 def sign_in(port: int, user: str, password: str) -> http.client.HTTPResponse:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    connection.request("POST", "/login", urllib.parse.urlencode({"username": user, "password": password}),
-                       {"Content-Type": "application/x-www-form-urlencoded"})
-    response = connection.getresponse()
-    response.read()
-    connection.close()
-    return response
+    return post_sign_in(port, user, password)
 
 
 def test_every_check_is_one_scrypt_run_compared_in_constant_time(server, spies):
@@ -139,13 +134,7 @@ def test_the_login_page_never_shows_a_message_from_its_link(server):
 
 def _sign_in_from(port: int, address: str, user: str, password: str) -> int:
     """A sign-in's status, sent from the loopback `address` (the throttle's client address)."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120, source_address=(address, 0))
-    connection.request("POST", "/login", urllib.parse.urlencode({"username": user, "password": password}),
-                       {"Content-Type": "application/x-www-form-urlencoded"})
-    response = connection.getresponse()
-    response.read()
-    connection.close()
-    return response.status
+    return post_sign_in(port, user, password, address, timeout=120).status
 
 
 @pytest.mark.slow
