@@ -37,7 +37,7 @@ from gate import bodies
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError
 from gate.events import backoff, signatures
-from gate.events.breaker import GONE, THROTTLE_STATUSES, Breakers
+from gate.events.breaker import GONE, THROTTLE_STATUSES, Breakers, endpoint_of
 from gate.events.cloudevent import CONTENT_TYPE, EVENT_TYPES, TYPE_PREFIX
 from gate.events.pool import FairPool
 from gate.events.targets import Target, check
@@ -164,7 +164,7 @@ class EventService:
         self.poster: Poster = poster or partial(post, connections=self.connections)
         self._resolve = resolve
         self.on_attempt = on_attempt  # (ok, replay): the shell's metrics
-        self.breakers = Breakers(lambda: self.clock.now().timestamp())  # per endpoint, this process's
+        self.breakers = Breakers(lambda: self.clock.now().timestamp())  # per scope and endpoint, this process's
 
     def _target(self, url: object) -> Target:
         """The checked target, or TargetRefused (EVENT_TARGET_REFUSED)."""
@@ -350,7 +350,7 @@ class EventService:
         """One subscription's turn: under its lease, up to `budget` events (replays first).
         Returns (posts made, whether it has more to deliver at once). An endpoint whose breaker
         is open (`gate.events.breaker`) is not tried: its events wait in the ledger."""
-        if not self.breakers.allows(row["url"]):
+        if not self.breakers.allows(row["url"], row["scope"]):
             return 0, False
         now = self.clock.now()
         until = iso_ms(now + timedelta(seconds=self.lease_seconds))
@@ -464,7 +464,7 @@ class EventService:
             result = self.poster(self._target(row["url"]), self._headers(row, event, int(now.timestamp()), body), body)
         except GateError as refused:  # the host moved inside since it was checked, or no key: never posted
             result = Delivery(False, None, 0, refused.message[:300])
-        self.breakers.record(row["url"], result.ok, result.status_code, result.retry_after)
+        self.breakers.record(row["url"], result.ok, result.status_code, result.retry_after, row["scope"])
         if self.on_attempt is not None:
             self.on_attempt(result.ok, replay)
         return result, {
@@ -508,8 +508,10 @@ class Dispatcher:
     every `interval` seconds (and at once when woken) hands each due subscription to a `FairPool`
     of `concurrency` delivery threads: subscriptions are delivered concurrently, at most half the
     threads on one scope, scopes in turn, and one subscription by one thread at a time (its order
-    kept). A receiver that hangs holds one thread for the post's time limit, and its endpoint's
-    breaker then keeps every thread off it. `event-stream` publishes to JetStream when configured,
+    kept); at one endpoint at most `concurrency` at once, shared fairly by the scopes posting to it
+    (one scope at most half, or its share when more post there). A receiver that hangs holds one
+    thread for the post's time limit, and the breaker of its scope and endpoint then keeps that
+    scope's threads off it (another scope's deliveries to the same host go on). `event-stream` publishes to JetStream when configured,
     and each of `tasks` (name: step, the scopes' scheduled reports) is a worker of its own, so one
     failing never skips the others. `event-retention` prunes the outbox every `RETENTION_INTERVAL`
     seconds (unless the service keeps every event), holding what the stream has not published."""
@@ -558,7 +560,7 @@ class Dispatcher:
 
     def _offer_due(self) -> None:
         for row in self.service.due():
-            self.pool.offer(row["scope"], row["subscription_id"], row)
+            self.pool.offer(row["scope"], row["subscription_id"], row, endpoint_of(row["url"]))
 
 
 def event_data(row: Mapping[str, Any]) -> dict[str, object]:
