@@ -108,9 +108,10 @@ class FairPool(Generic[T]):
         if place is not None:
             self._at_place[place] = self._at_place.get(place, 0) + change
             self._running_at[(group, place)] = self._running_at.get((group, place), 0) + change
-            for counts, key in ((self._at_place, place), (self._running_at, (group, place))):
-                if not counts[key]:
-                    del counts[key]
+            if not self._at_place[place]:
+                del self._at_place[place]
+            if not self._running_at[(group, place)]:
+                del self._running_at[(group, place)]
 
     def _settled(self, group: Hashable, place: Hashable) -> None:
         """A job of `group` at `place` is neither queued nor running any more."""
