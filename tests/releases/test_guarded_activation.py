@@ -144,5 +144,24 @@ def test_a_dry_run_of_another_scope_or_of_every_scope_does_not_guard_this_one(cl
         assert refused.status_code == 422 and refused.json["error"] == "RELEASE_DRY_RUN_REJECTED", refused.json
         assert words in refused.json["message"]
     assert admin.status().json["state"]["active"]["version"] == "v1"
+    # signed by this gate's key, but stating a head this scope's chain does not hold (another
+    # ledger's history of a scope of the same name): refused
+    for head in ({"size": 7}, {"head_link_hash": "0" * 64}, {"chain_id": "chain_elsewhere"}):
+        foreign = _resigned(client, manifests["ours"], head)
+        refused = admin.act("activate", version="v2", migration_manifest=foreign)
+        assert refused.status_code == 422 and refused.json["error"] == "RELEASE_DRY_RUN_REJECTED", refused.json
+        assert "does not hold" in refused.json["message"]
     moved = admin.act("activate", version="v2", migration_manifest=manifests["ours"])
     assert moved.status_code == 201, moved.json
+
+
+def _resigned(client, manifest: dict, head: dict) -> dict:
+    """`manifest` with its stated scope head changed, hashed and signed again by this gate's key."""
+    from gate.protocol.canonical import sha256_hex
+    from workbench.migration.manifest import sign_manifest
+
+    edited = copy.deepcopy(manifest)
+    edited["dry_run"]["source"]["scope_head"].update(head)
+    edited["dry_run"]["result_hash"] = sha256_hex({k: v for k, v in edited["dry_run"].items() if k != "result_hash"})
+    signer = client.application.extensions["gate"].service.signing.receipt_signer()
+    return sign_manifest(edited, signer)
