@@ -161,6 +161,7 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "EVENT_SETTINGS_INVALID": (400, "invalid_request"),
     "EVENT_SUBSCRIPTION_LIMIT": (409, "limit_reached"),
     "EVENT_SUBSCRIPTION_NOT_FOUND": (404, "not_found"),
+    "EVENT_SUBSCRIPTION_PENDING": (409, "approval_required"),
     "EVENT_NOT_FOUND": (404, "not_found"),
     "EVENTS_PRUNED": (410, "events_pruned"),
     # Issue 42: governance of the policy and guarded activation.

@@ -106,6 +106,7 @@ CASES = {
     "EVENT_SUBSCRIPTION_LIMIT": lambda c: _subscription_limit(c),
     "EVENT_SETTINGS_INVALID": lambda c: _events_call(c, "put", "/api/events/settings", {"decision_created": 1}),
     "EVENT_SUBSCRIPTION_NOT_FOUND": lambda c: _events_call(c, "get", "/api/events/subscriptions/sub_nope", None),
+    "EVENT_SUBSCRIPTION_PENDING": lambda c: _pending_subscription_replay(c),
     "EVENT_NOT_FOUND": lambda c: _events_call(c, "post", f"/api/events/subscriptions/{_loopback_sub(c)}/replay",
                                               {"seq": 5}),
     "EVENTS_PRUNED": lambda c: _pruned_read(c),
@@ -665,6 +666,19 @@ def _pruned_read(c):
     events.clock = type("Later", (), {"now": staticmethod(lambda: datetime.now(UTC) + timedelta(days=31))})()
     assert events.prune() == 1
     return client.get("/api/events?after=0", headers=headers)
+
+
+def _pending_subscription_replay(c):
+    """Issue 64: a subscription made while the scope requires approvals waits for a second holder;
+    a replay to it meanwhile is refused."""
+    client = c.make_app({"GATE_WEBHOOK_ALLOW_HOSTS": "127.0.0.1"}).test_client()
+    headers = {"x-api-key": c.issue_key(scope="governed", permissions="admin,release")["api_key"]}
+    assert client.patch("/api/decision/release-policy", json={"require_approval": True},
+                        headers=headers).status_code == 200
+    made = client.post("/api/events/subscriptions", json={"url": "http://127.0.0.1:9/hook"}, headers=headers)
+    assert made.status_code == 202, made.json
+    return client.post(f"/api/events/subscriptions/{made.json['subscription']['subscription_id']}/replay",
+                       json={"seq": 1}, headers=headers)
 
 
 def _subscription_limit(c):

@@ -14,7 +14,7 @@ from api.routes.releases import principal_of
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import keyed, runtime
 from gate.errors import GateError
-from gate.governance.table import DENIED, EVENT_SETTINGS
+from gate.governance.table import DENIED, EVENT_SETTINGS, EVENT_SUBSCRIPTIONS
 from gate.principals import require
 from gate.services.decide import Caller
 from gate.services.events import EventService, event_data
@@ -47,12 +47,18 @@ def _events() -> EventService:
     Endpoint("post", "/api/events/subscriptions", "Subscribe a webhook `{url, event_types?: [type | \"*\"], "
              "from?: \"now\" | \"beginning\"}`: deliveries are CloudEvents 1.0 signed per Standard Webhooks; the "
              "secret is answered once. An address inside (private, loopback, link-local) is refused unless the "
-             "operator allows its host by name (GATE_WEBHOOK_ALLOW_HOSTS). Needs `admin`.", True,
-             {201: "{ok, subscription, secret}", 400: "malformed subscription or refused target", **_KEYED,
-              409: "the scope has 20 subscriptions", 413: "body too large", 415: MEDIA},
+             "operator allows its host by name (GATE_WEBHOOK_ALLOW_HOSTS). Needs `admin`. While the scope requires "
+             "approvals, a URL that would receive event types it does not yet receive is a request (202, the "
+             "subscription `pending`, delivering nothing) a second, distinct holder approves (setting "
+             "`event_subscriptions`).", True,
+             {201: "{ok, subscription, secret, requested: false, event}",
+              202: "{ok, subscription, secret, requested: true, event}: the subscription waits for approval",
+              400: "malformed subscription or refused target", **_KEYED,
+              409: "the scope has 20 subscriptions", 413: "body too large", 415: MEDIA,
+              503: "signing is required and no key is configured"},
              errors=BODY_ERRORS + _ERRORS + ("EVENT_SUBSCRIPTION_INVALID", "EVENT_TARGET_REFUSED",
-                                             "EVENT_SUBSCRIPTION_LIMIT"), request_body="EventSubscription",
-             tags=("events",), charged=True),
+                                             "EVENT_SUBSCRIPTION_LIMIT", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED"),
+             request_body="EventSubscription", tags=("events",), charged=True),
 )
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
@@ -63,9 +69,42 @@ def subscriptions(caller: Caller) -> Response:
     if request.method == "GET":
         return json_response(200, {"ok": True, "subscriptions": _events().listed(caller.scope)})
     body = read_json(request, runtime().settings.max_body_bytes)
-    view, secret = _events().subscribe(caller.scope, caller.key_id, body)
+    view, secret, event = _events().subscribe_governed(caller.scope, principal_of(caller), caller.permissions, body)
     runtime().wake_dispatcher()
-    return json_response(201, {"ok": True, "subscription": view, "secret": secret})
+    requested = event is not None and event["action"] == "policy_request"
+    return json_response(202 if requested else 201, {"ok": True, "subscription": view, "secret": secret,
+                                                     "requested": requested, "event": event})
+
+
+@routes.route(
+    Endpoint("get", "/api/events/subscriptions/approvals", "The scope's live subscription requests (setting "
+             "`event_subscriptions`) and the governance chain's seq; needs `admin`.", True,
+             {200: "{ok, pending, governance_seq}", **_KEYED, 503: "signing is required and no key is configured"},
+             errors=_ERRORS + ("RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED",), tags=("events",), charged=True),
+    Endpoint("post", "/api/events/subscriptions/approvals", "Approve another holder's pending subscription "
+             "request `{request_seq, reason?}`: a signed governance event; its subscriptions then deliver. Needs "
+             "`approve`; never the requester (nor another key of its holder).", True,
+             {200: "{ok, subscriptions, event}", 400: "malformed body", 401: "missing or invalid key",
+              403: "key lacks approve, or approves its own request", 404: "no such pending subscription request",
+              409: "the scope's subscriptions changed since the request", 413: "body too large", 415: MEDIA,
+              503: "signing is required and no key is configured"},
+             errors=BODY_ERRORS + _ERRORS + ("GOVERNANCE_REQUEST_INVALID", "GOVERNANCE_REQUEST_NOT_FOUND",
+                                             "GOVERNANCE_SELF_APPROVAL", "GOVERNANCE_SETTING_CHANGED",
+                                             "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED"),
+             request_body="SettingApproval", tags=("events",), charged=True),
+)
+@keyed("SVC_API_UNAUTHORIZED")
+@charged(WEIGHT)
+def approve_subscriptions(caller: Caller) -> Response:
+    """GET (admin): the live subscription requests. POST (`approve`, never the requester): apply one."""
+    if request.method == "GET":
+        _require_admin(caller)
+        return json_response(200, {"ok": True, **_events().pending_subscriptions(caller.scope)})
+    request_seq, reason = approval_members(EVENT_SUBSCRIPTIONS, read_json(request, runtime().settings.max_body_bytes))
+    started, event = _events().approve_subscriptions(caller.scope, principal_of(caller), caller.permissions,
+                                                     request_seq, reason)
+    runtime().wake_dispatcher()
+    return json_response(200, {"ok": True, "subscriptions": started, "event": event})
 
 
 @routes.route(
@@ -76,9 +115,10 @@ def subscriptions(caller: Caller) -> Response:
              "the failures and carries on from the cursor, refused with 410 EVENTS_PRUNED when events after it "
              "were pruned meanwhile (unless `skip_pruned`: it then resumes from the oldest kept event).", True,
              {200: "{ok, subscription}", 400: "malformed body", **_KEYED, 404: _NOT_FOUND,
-              410: "events after its cursor were pruned", 413: "body too large", 415: MEDIA},
+              409: "the subscription waits for approval", 410: "events after its cursor were pruned",
+              413: "body too large", 415: MEDIA},
              errors=BODY_ERRORS + _ERRORS + ("EVENT_SUBSCRIPTION_INVALID", "EVENT_SUBSCRIPTION_NOT_FOUND",
-                                             "EVENTS_PRUNED"),
+                                             "EVENTS_PRUNED", "EVENT_SUBSCRIPTION_PENDING"),
              tags=("events",), charged=True),
 )
 @keyed("SVC_API_UNAUTHORIZED")
@@ -121,9 +161,11 @@ def rotate(caller: Caller, subscription_id: str) -> Response:
     "post", _SUB + "/replay", "Send events again `{seq}` or `{since, until}` (at most 10,000), with "
     "their original ids; 410 EVENTS_PRUNED when the seq or range reaches pruned events.", True,
     {202: "{ok, queued}", 400: "malformed body", **_KEYED, 404: "no such subscription or event",
-     410: "the seq or range reaches pruned events", 413: "body too large", 415: MEDIA},
+     409: "the subscription waits for approval", 410: "the seq or range reaches pruned events",
+     413: "body too large", 415: MEDIA},
     errors=BODY_ERRORS + _ERRORS + ("EVENT_SUBSCRIPTION_INVALID", "EVENT_SUBSCRIPTION_NOT_FOUND",
-                                    "EVENT_NOT_FOUND", "EVENTS_PRUNED"), tags=("events",), charged=True))
+                                    "EVENT_NOT_FOUND", "EVENTS_PRUNED", "EVENT_SUBSCRIPTION_PENDING"),
+    tags=("events",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
 def replay(caller: Caller, subscription_id: str) -> Response:

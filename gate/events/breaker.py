@@ -1,4 +1,4 @@
-"""A circuit breaker per webhook endpoint (scheme, host, port), in one dispatcher's memory.
+"""A circuit breaker per scope and webhook endpoint (scheme, host, port), in one dispatcher's memory.
 
 An endpoint that fails `FAILURES_TO_OPEN` times in a row (no answer within the time limit, a
 refused connection, a 5xx or a 429) is left alone for `OPEN_SECONDS`, doubled at each failed trial
@@ -7,6 +7,10 @@ its failure opens it again. A receiver's `Retry-After` on 429, 502, 503 or 504 o
 for that long (Standard Webhooks: throttle that endpoint). While open, no subscription to the
 endpoint is attempted, so its hanging receiver costs the other subscriptions nothing; nothing is
 lost either, its events wait behind its cursor in the ledger.
+
+A breaker is keyed by the scope as well (issue 64): tenants of one shared receiver host (a hosted
+webhook service) each have their own, so one tenant's hanging or failing subscriptions never keep
+another tenant's deliveries to that host waiting.
 
 Each dispatcher keeps its own breakers (they are advice, not state: the ledger's cursor and
 `next_attempt_at` stay the truth, and a restarted dispatcher simply learns them again).
@@ -27,6 +31,7 @@ THROTTLE_STATUSES = frozenset({429, 502, 503, 504})
 GONE = 410
 
 Endpoint = tuple[str, str, int]
+Key = tuple[str, Endpoint]  # (scope, endpoint)
 
 
 def endpoint_of(url: str) -> Endpoint:
@@ -55,18 +60,19 @@ class _State:
 
 
 class Breakers:
-    """The breakers of one dispatcher, keyed by endpoint; `now` gives seconds (the service clock)."""
+    """The breakers of one dispatcher, keyed by scope and endpoint; `now` gives seconds (the service
+    clock). A caller that states no scope (`""`) shares one breaker per endpoint."""
 
     def __init__(self, now: Callable[[], float]) -> None:
         self._now = now
-        self._states: dict[Endpoint, _State] = {}
+        self._states: dict[Key, _State] = {}
         self._lock = threading.Lock()
 
-    def allows(self, url: str) -> bool:
-        """May a delivery to this URL's endpoint start now? Closed: yes. Open: no, until its time
-        is up; then yes for one trial at a time."""
+    def allows(self, url: str, scope: str = "") -> bool:
+        """May a delivery of `scope` to this URL's endpoint start now? Closed: yes. Open: no, until
+        its time is up; then yes for one trial at a time."""
         with self._lock:
-            state = self._states.get(endpoint_of(url))
+            state = self._states.get((scope, endpoint_of(url)))
             if state is None or state.open_until == 0.0:
                 return True
             now = self._now()
@@ -75,11 +81,12 @@ class Breakers:
             state.trial_until = now + TRIAL_SECONDS
             return True
 
-    def record(self, url: str, ok: bool, status_code: int | None, retry_after: float | None) -> None:
+    def record(self, url: str, ok: bool, status_code: int | None, retry_after: float | None,
+               scope: str = "") -> None:
         """An attempt's result: an answer that is not a failure (a 2xx, a 4xx but 429) closes the
         endpoint's breaker, a failure counts toward opening it (a failed trial opens it again for
         twice as long), and a throttling answer with `Retry-After` opens it for that long."""
-        key = endpoint_of(url)
+        key = (scope, endpoint_of(url))
         with self._lock:
             now = self._now()
             if status_code in THROTTLE_STATUSES and retry_after is not None:

@@ -38,6 +38,9 @@ EVENT_TYPES: dict[str, str] = {
     "rulebook.published": "a rulebook version was published (bound) in the scope",
     "checkpoint.saved": "a signed checkpoint of the scope's audit chain was stored (its Merkle root at a size)",
     "subscription.disabled": "a webhook subscription was disabled after sustained delivery failure",
+    "subscription.requested": "a new webhook endpoint (or wider event types to one) waits for a second holder "
+                              "(the scope requires approvals)",
+    "subscription.approved": "a second holder approved a subscription request: its subscriptions deliver",
     "hold.opened": "a decide held the action: its hold opened in a queue with a deadline (docs/holds.md)",
     "hold.voted": "a reviewer approved a hold whose quorum needs more approvals (it stays open)",
     "hold.resolved": "a hold closed as approved or denied; data.hold_event is the signed resolution",

@@ -12,6 +12,7 @@ distinct holder approves.
 | `release_policy` | `require_approval`, `refuse_superseded_inline`, `require_dry_run` turned off; a longer `approval_ttl_seconds`; while the dry-run stays required, a larger `dry_run_max_age_seconds` or `dry_run_canary_percent` (gate.releases.policy.weakenings) |
 | `hold_policy` | what the change lets through (issue 64): for every queue a held record reaches (its route or the default queue and their escalations; a move never reaches further), a guard that fewer or other holders, or a vote without a note, satisfy, a longer wait, or a recipient its facts did not reach; `four_eyes` turned off; a queue removed (gate.holds.policy.weakenings) |
 | `event_settings` | `decision_created` turned on (gate.events.egress.weakenings) |
+| `event_subscriptions` | a URL that receives an event type it did not: a new webhook endpoint, a changed URL, wider event types; none while a subscription to that URL already receives them (gate.events.egress.subscription_weakenings) |
 | `api_keys` | a key that gains `release`, `approve`, `resolve` or `admin`: created, enabled again, widened, or given another holder; none while no key of the scope acts on production, the scope's bootstrap (gate.releases.key_grants.grant_weakenings); the holder a grant is for never approves it (`grantees`) |
 
 Each row also names the code a caller without the permission to change it is refused with.
@@ -29,12 +30,15 @@ from gate.releases.key_grants import KeyGrants, grant_weakenings, grantees
 HOLD_POLICY = "hold_policy"
 EVENT_SETTINGS = "event_settings"
 API_KEYS = "api_keys"
+EVENT_SUBSCRIPTIONS = egress.EVENT_SUBSCRIPTIONS
 
 SAFEGUARDS: Mapping[str, Safeguard] = {
     RELEASE_POLICY: RELEASE_SAFEGUARD,
     HOLD_POLICY: Safeguard(HOLD_POLICY, holds.HoldPolicy.from_json, holds.weakenings),
     EVENT_SETTINGS: Safeguard(EVENT_SETTINGS, egress.EventSettings.from_json, egress.weakenings),
     API_KEYS: Safeguard(API_KEYS, KeyGrants.from_json, grant_weakenings, chained=False, beneficiaries=grantees),
+    EVENT_SUBSCRIPTIONS: Safeguard(EVENT_SUBSCRIPTIONS, egress.EventSubscriptions.from_json,
+                                   egress.subscription_weakenings, chained=False),
 }
 
 
@@ -45,4 +49,5 @@ DENIED: Mapping[str, str] = {
     HOLD_POLICY: "HOLD_PERMISSION_DENIED",
     EVENT_SETTINGS: "EVENTS_PERMISSION_DENIED",  # the events routes' one code (docs/events.md)
     API_KEYS: "KEYS_PERMISSION_DENIED",
+    EVENT_SUBSCRIPTIONS: "EVENTS_PERMISSION_DENIED",
 }

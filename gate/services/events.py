@@ -35,16 +35,21 @@ from typing import Any, TypedDict
 
 from gate import bodies
 from gate.clock import Clock, SystemClock, iso_ms
-from gate.errors import GateError
+from gate.errors import GateError, SigningUnavailable
 from gate.events import backoff, signatures
-from gate.events.breaker import GONE, THROTTLE_STATUSES, Breakers
+from gate.events.breaker import GONE, THROTTLE_STATUSES, Breakers, endpoint_of
 from gate.events.cloudevent import CONTENT_TYPE, EVENT_TYPES, TYPE_PREFIX
+from gate.events.egress import EventSubscriptions
 from gate.events.pool import FairPool
 from gate.events.targets import Target, check
 from gate.events.webhook import Connections, Delivery, post
+from gate.governance.table import EVENT_SUBSCRIPTIONS
 from gate.ledger import Ledger
 from gate.ledger.outbox import Outbox, event_types_of
+from gate.principals import Principal
 from gate.protocol.canonical import canonical_text
+from gate.releases.governance import GovernanceEvent, refusal_code
+from gate.services.governance import GovernanceService, SafeguardSettings
 from gate.services.periodic import PeriodicWorker
 
 log = logging.getLogger("gate.events")
@@ -66,6 +71,7 @@ ATTEMPTS_KEPT = 200
 ROTATION_OVERLAP_SECONDS = 24 * 3600
 MAX_ROTATION_OVERLAP_SECONDS = 7 * 24 * 3600
 WILDCARD = "*"
+PENDING = "pending"  # a subscription waiting for a second holder's approval: it delivers nothing (issue 64)
 Poster = Callable[[Target, Mapping[str, str], bytes], Delivery]
 
 
@@ -164,7 +170,15 @@ class EventService:
         self.poster: Poster = poster or partial(post, connections=self.connections)
         self._resolve = resolve
         self.on_attempt = on_attempt  # (ok, replay): the shell's metrics
-        self.breakers = Breakers(lambda: self.clock.now().timestamp())  # per endpoint, this process's
+        self.breakers = Breakers(lambda: self.clock.now().timestamp())  # per scope and endpoint, this process's
+        # Whether a scope requires approvals (read only); the serving process gives the governed-change
+        # service (`govern_with`) that makes a subscription a request a second holder approves.
+        self.safeguards = SafeguardSettings(ledger, cache_seconds=0)
+        self.governance: GovernanceService | None = None
+
+    def govern_with(self, governance: GovernanceService) -> None:
+        """Govern new subscriptions through `governance` (the serving process's, witnessed)."""
+        self.governance = governance
 
     def _target(self, url: object) -> Target:
         """The checked target, or TargetRefused (EVENT_TARGET_REFUSED)."""
@@ -175,7 +189,63 @@ class EventService:
     # ------------------------------------------------------------------ subscriptions
 
     def subscribe(self, scope: str, actor: str, body: object) -> tuple[SubscriptionView, str]:
-        """A new subscription: (its public view, its secret, shown this once)."""
+        """A new subscription: (its public view, its secret, shown this once). Without a principal
+        (the operator's `gate events subscribe`) refused while the scope requires approvals: a new
+        endpoint is then asked for through the API (`subscribe_governed`)."""
+        row, secret = self._prepared(scope, actor, body)
+        if self.safeguards.approvals_required(scope):
+            raise GateError(refusal_code(EVENT_SUBSCRIPTIONS, "required"), "the scope requires approvals: a new "
+                            "subscription is a request a second holder approves (POST /api/events/subscriptions)")
+        row["cursor"] = self.outbox.add_subscription(row)
+        return public_view(row), secret
+
+    def subscribe_governed(self, scope: str, principal: Principal, permissions: frozenset[str],
+                           body: object) -> tuple[SubscriptionView, str, GovernanceEvent | None]:
+        """A new subscription by `principal` (`admin`): in force at once, or, while the scope
+        requires approvals and it lets a URL receive event types it did not (gate.governance.table,
+        `event_subscriptions`), stored `pending`, delivering nothing, until a second, distinct holder
+        approves the request (`approve_subscriptions`). (view, secret shown this once, the signed
+        governance event: None while the scope requires no approvals.)"""
+        row, secret = self._prepared(scope, principal.actor, body)
+        event = None
+        if self.safeguards.approvals_required(scope):
+            if self.governance is None:
+                raise SigningUnavailable()  # SECURITY: no ungoverned endpoint where approvals are required
+            event, _state = self.governance.change(
+                scope, EVENT_SUBSCRIPTIONS, principal, permissions,
+                lambda subs: subs.with_subscription(row["subscription_id"], row["url"], event_types_of(row)))
+            if event is not None and event["action"] == "policy_request":
+                row["status"] = PENDING
+        row["cursor"] = self.outbox.add_subscription(row)
+        return public_view(row), secret, event
+
+    def approve_subscriptions(self, scope: str, principal: Principal, permissions: frozenset[str],
+                              request_seq: Any, reason: str | None = None) -> tuple[list[SubscriptionView],
+                                                                                    GovernanceEvent]:
+        """A second, distinct holder (`approve`) applies a pending subscription request: the
+        subscriptions it names deliver from then on (from their cursor: `from: beginning` too)."""
+        if self.governance is None:
+            raise SigningUnavailable()
+        event, _state = self.governance.approve(scope, EVENT_SUBSCRIPTIONS, principal, permissions, request_seq,
+                                                reason)
+        before, after = (EventSubscriptions.from_json(event[name]) for name in ("policy_before", "policy_after"))
+        started = []
+        for subscription_id in sorted(set(after.subscriptions) - set(before.subscriptions)):
+            row = self.outbox.subscription(scope, subscription_id)
+            if row is not None and row["status"] == PENDING:
+                self.outbox.update_subscription(subscription_id, {"status": "active"})
+                started.append(public_view({**row, "status": "active"}))
+        return started, event
+
+    def pending_subscriptions(self, scope: str) -> dict[str, Any]:
+        """The live subscription requests and the governance chain's seq."""
+        if self.governance is None:
+            raise SigningUnavailable()
+        document = self.governance.document(scope, EVENT_SUBSCRIPTIONS)
+        return {"pending": document["pending"], "governance_seq": document["governance_seq"]}
+
+    def _prepared(self, scope: str, actor: str, body: object) -> tuple[dict[str, Any], str]:
+        """A new subscription's row, checked (its body, its target, the scope's limit), and its secret."""
         if isinstance(body, Mapping):
             unknown, _ = bodies.closed_members(SUBSCRIPTION, body)
             if unknown:
@@ -197,13 +267,21 @@ class EventService:
                "cursor": self.outbox.head(scope) if start == "now" else 0, "attempts": 0,
                "failing_since": None, "next_attempt_at": None, "lease_owner": None, "lease_until": None,
                "created_at": iso_ms(self.clock.now()), "created_by": actor, "sign_ed25519": int(ed25519)}
-        row["cursor"] = self.outbox.add_subscription(row)
-        return public_view(row), secret
+        return row, secret
 
     def _owned(self, scope: str, subscription_id: object) -> dict[str, Any]:
         row = self.outbox.subscription(scope, subscription_id) if isinstance(subscription_id, str) else None
         if row is None:  # SECURITY: another scope's subscription reads as absent
             raise GateError("EVENT_SUBSCRIPTION_NOT_FOUND", "no subscription with this id in this scope")
+        return row
+
+    def _approved(self, scope: str, subscription_id: object, what: str) -> dict[str, Any]:
+        """The scope's subscription, refused with EVENT_SUBSCRIPTION_PENDING while its endpoint
+        waits for a second holder's approval: nothing is sent to it, nor is it enabled, before."""
+        row = self._owned(scope, subscription_id)
+        if row["status"] == PENDING:
+            raise GateError("EVENT_SUBSCRIPTION_PENDING", f"{what} waits for the approval of this subscription "
+                            "(a second holder approves its request: POST /api/events/subscriptions/approvals)")
         return row
 
     def listed(self, scope: str) -> list[SubscriptionView]:
@@ -234,7 +312,7 @@ class EventService:
             raise _invalid("status must be \"active\" or \"disabled\"")
         if not isinstance(skip_pruned, bool):
             raise _invalid("skip_pruned is true or false")
-        row = self._owned(scope, subscription_id)
+        row = self._approved(scope, subscription_id, "a change of its status")
         values: dict[str, object] = {"status": status, "disabled_reason": None if status == "active" else "by hand"}
         if status == "disabled":
             self.outbox.update_subscription(row["subscription_id"], values)
@@ -254,8 +332,9 @@ class EventService:
         return self.outbox.events_after(scope, after, limit)
 
     def replay(self, scope: str, subscription_id: str, body: object) -> int:
-        """Queue events again: one (`{"seq": n}`) or a time range (`{"since": t, "until": t}`)."""
-        row = self._owned(scope, subscription_id)
+        """Queue events again: one (`{"seq": n}`) or a time range (`{"since": t, "until": t}`);
+        EVENT_SUBSCRIPTION_PENDING to an endpoint whose approval has not been given."""
+        row = self._approved(scope, subscription_id, "a replay")
         if not isinstance(body, Mapping) or set(body) - {"seq", "since", "until"}:
             raise _invalid("a replay names {\"seq\": n} or {\"since\": time, \"until\": time}")
         if "seq" in body:
@@ -350,7 +429,7 @@ class EventService:
         """One subscription's turn: under its lease, up to `budget` events (replays first).
         Returns (posts made, whether it has more to deliver at once). An endpoint whose breaker
         is open (`gate.events.breaker`) is not tried: its events wait in the ledger."""
-        if not self.breakers.allows(row["url"]):
+        if not self.breakers.allows(row["url"], row["scope"]):
             return 0, False
         now = self.clock.now()
         until = iso_ms(now + timedelta(seconds=self.lease_seconds))
@@ -464,7 +543,7 @@ class EventService:
             result = self.poster(self._target(row["url"]), self._headers(row, event, int(now.timestamp()), body), body)
         except GateError as refused:  # the host moved inside since it was checked, or no key: never posted
             result = Delivery(False, None, 0, refused.message[:300])
-        self.breakers.record(row["url"], result.ok, result.status_code, result.retry_after)
+        self.breakers.record(row["url"], result.ok, result.status_code, result.retry_after, row["scope"])
         if self.on_attempt is not None:
             self.on_attempt(result.ok, replay)
         return result, {
@@ -508,8 +587,10 @@ class Dispatcher:
     every `interval` seconds (and at once when woken) hands each due subscription to a `FairPool`
     of `concurrency` delivery threads: subscriptions are delivered concurrently, at most half the
     threads on one scope, scopes in turn, and one subscription by one thread at a time (its order
-    kept). A receiver that hangs holds one thread for the post's time limit, and its endpoint's
-    breaker then keeps every thread off it. `event-stream` publishes to JetStream when configured,
+    kept); at one endpoint at most `concurrency` at once, shared fairly by the scopes posting to it
+    (one scope at most half, or its share when more post there). A receiver that hangs holds one
+    thread for the post's time limit, and the breaker of its scope and endpoint then keeps that
+    scope's threads off it (another scope's deliveries to the same host go on). `event-stream` publishes to JetStream when configured,
     and each of `tasks` (name: step, the scopes' scheduled reports) is a worker of its own, so one
     failing never skips the others. `event-retention` prunes the outbox every `RETENTION_INTERVAL`
     seconds (unless the service keeps every event), holding what the stream has not published."""
@@ -558,7 +639,7 @@ class Dispatcher:
 
     def _offer_due(self) -> None:
         for row in self.service.due():
-            self.pool.offer(row["scope"], row["subscription_id"], row)
+            self.pool.offer(row["scope"], row["subscription_id"], row, endpoint_of(row["url"]))
 
 
 def event_data(row: Mapping[str, Any]) -> dict[str, object]:

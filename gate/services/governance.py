@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, timedelta
 from typing import Any, TypedDict
 
@@ -24,14 +24,22 @@ from gate.chain.event_witness import ChainWitness
 from gate.chain.links import scope_hash
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError, SigningUnavailable
-from gate.events.egress import EventSettings
-from gate.governance.table import API_KEYS, DENIED, EVENT_SETTINGS, HOLD_POLICY, SAFEGUARDS
+from gate.events.egress import EventSettings, EventSubscriptions
+from gate.governance.table import (
+    API_KEYS,
+    DENIED,
+    EVENT_SETTINGS,
+    EVENT_SUBSCRIPTIONS,
+    HOLD_POLICY,
+    SAFEGUARDS,
+)
 from gate.holds.policy import HoldPolicy
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
 from gate.ledger import Ledger
 from gate.ledger.event_settings import EventSettingsLedger
 from gate.ledger.holds import HoldLedger
+from gate.ledger.outbox import Outbox, event_types_of
 from gate.ledger.releases import Announcement, ReleaseLedger, ReleaseRace
 from gate.principals import Permission, Principal, require
 from gate.protocol.canonical import canonical_text
@@ -60,7 +68,8 @@ HISTORY_LIMIT = 100_000  # the changes a scope's history reads at most (the newe
 _ANNOUNCED = {RELEASE_POLICY: ("release.policy_change_requested", "release.policy_changed"),
               HOLD_POLICY: ("hold.policy_change_requested", "hold.policy_changed"),
               EVENT_SETTINGS: ("events.settings_change_requested", "events.settings_changed"),
-              API_KEYS: ("keys.grant_requested", "keys.granted")}
+              API_KEYS: ("keys.grant_requested", "keys.granted"),
+              EVENT_SUBSCRIPTIONS: ("subscription.requested", "subscription.approved")}
 _ANNOUNCED_MEMBERS = ("seq", "setting", "action", "actor", "principal", "created_at", "request_seq", "expires_at",
                       "reason", "policy_before", "policy_after", "weakens", "event_hash", "previous_event_hash",
                       "key_id")
@@ -110,6 +119,16 @@ def approval_members(setting: str, body: Any) -> tuple[Any, Any]:
     return body.get("request_seq"), body.get("reason")
 
 
+def subscriptions_of(rows: Sequence[Mapping[str, Any]]) -> EventSubscriptions:
+    """A scope's webhook subscriptions in force, from their rows: every one but those waiting for
+    a second holder's approval (`pending`)."""
+    value = EventSubscriptions()
+    for row in rows:
+        if row["status"] != "pending":
+            value = value.with_subscription(row["subscription_id"], row["url"], event_types_of(row))
+    return value
+
+
 class SafeguardSettings:
     """A scope's safeguard settings in force, read from its governance chain (what the decide
     path's hold opener needs: no signing, no clock)."""
@@ -151,6 +170,8 @@ class SafeguardSettings:
         """The setting in force: the chain's, or (before its first change there) the one the scope
         kept before (the stored release policy, the hold chain's newest policy step, the event
         settings' row, the scope's active keys that act on production), or the default."""
+        if setting == EVENT_SUBSCRIPTIONS:  # the scope's subscriptions in force: their rows
+            return subscriptions_of(Outbox(self.ledger).subscriptions(scope))
         if not SAFEGUARDS[setting].chained:  # the scope's keys: their rows are the value in force
             return key_grants_of(self.ledger.list_api_keys(), scope)
         governed = (state or self.state(scope)).value(setting)

@@ -50,7 +50,7 @@ from gate.releases.events import (
 from gate.releases.figures import canary_figures, shadow_figures
 from gate.releases.governance import GOVERNANCE_ID, RELEASE_POLICY, GovernanceEvent, GovernanceState
 from gate.releases.guardrails import ArmCounts, GuardrailReport, evaluate
-from gate.releases.guards import manifest_problems
+from gate.releases.guards import head_problem, manifest_problems, scope_problem, stated_head
 from gate.releases.halts import (
     OVERRIDE_HALT,
     SAME_RULES,
@@ -389,7 +389,7 @@ class ReleaseService:
         halted = halted_versions(self.store.halt_events(scope, rulebook_id))
         checked = self._same_rules(scope, rulebook_id, state, checked, halted)
         override = self._halt_override(state, checked, permissions, halted)
-        manifest_hash = self._dry_run_evidence(rulebook_id, policy, checked, version, now)
+        manifest_hash = self._dry_run_evidence(scope, rulebook_id, policy, checked, version, now)
         action = Action(name, principal.actor, iso_ms(now), version, checked.get("percent"),
                         checked.get("subject") if name == "canary" else None, checked.get("request_seq"), expires,
                         holder=principal.holder)
@@ -432,7 +432,7 @@ class ReleaseService:
         require(permissions, "admin", RELEASE_DENIED)
         return OVERRIDE_HALT
 
-    def _dry_run_evidence(self, rulebook_id: str, policy: ReleasePolicy, checked: Mapping[str, Any],
+    def _dry_run_evidence(self, scope: str, rulebook_id: str, policy: ReleasePolicy, checked: Mapping[str, Any],
                           version: Version | None, now: datetime) -> str | None:
         """The migration_hash the event records: a passed manifest's, checked in full, where the
         policy asks for one (or whenever one is passed); else the hash the caller stated, if any."""
@@ -447,12 +447,38 @@ class ReleaseService:
             raise GateError("RELEASE_ACTION_INVALID", "migration_manifest goes with a canary or an activation")
         problems = manifest_problems(manifest, rulebook_id, version, self.signing.trust_anchors(), _utc(now),
                                      policy.dry_run_max_age_seconds)
+        if not problems:  # a verified manifest: is it of this scope's history, recent enough? (issue 64)
+            problems = self._coverage_problems(scope, manifest["dry_run"], _utc(now), policy.dry_run_max_age_seconds)
         if problems:
             raise GateError("RELEASE_DRY_RUN_REJECTED", problems[0], problems=problems)
         digest: str = manifest["migration_hash"]
         if checked.get("migration_manifest_hash") not in (None, digest):
             raise GateError("RELEASE_ACTION_INVALID", "migration_manifest_hash is not the passed manifest's")
         return digest
+
+    def _coverage_problems(self, scope: str, dry_run: Mapping[str, Any], now: datetime,
+                           max_age_seconds: int) -> list[str]:
+        """A dry-run of another scope (or every scope) is refused; one that states the scope's chain
+        head it read must cover a head this scope's chain had, left out nothing older than the bound."""
+        wrong_scope = scope_problem(dry_run, scope)
+        if wrong_scope is not None:
+            return [wrong_scope]
+        head = stated_head(dry_run)
+        if head is None:
+            return []
+        current = self.ledger.chain_head(str(head.get("chain_id")))
+        stated = head.get("size")
+        size = stated if isinstance(stated, int) and not isinstance(stated, bool) else -1
+        if current is None or current["scope"] != scope or size < 0:
+            current, links = None, []
+        else:
+            links = self.ledger.chain_links_window(current["chain_id"], size, size + 1)
+        covered = next((link["link_hash"] for link in links if link["chain_position"] == size), None)
+        left_out = next((link for link in links if link["chain_position"] == size + 1), None)
+        stored = self.ledger.decision(scope, left_out["decision_id"]) if left_out is not None else None
+        first_left_out = _utc(datetime.fromisoformat(stored.created_at.replace("Z", "+00:00"))) if stored else None
+        problem = head_problem(head, current, covered, first_left_out, now, max_age_seconds)
+        return [problem] if problem else []
 
     @staticmethod
     def _checked_body(body: Any) -> dict[str, Any]:

@@ -242,6 +242,7 @@ def serving_services(core: DecisionServices, ledger: Ledger, signing: SigningSet
                                        release_alerts=releases.guardrail_alerts)
     scope_events = ScopeEventService(ledger, clock, alerts=lambda scope: policy_alerts.alerts(scope, None)["alerts"],
                                      signing=signing, witness=releases.witness)
+    core.events.govern_with(releases.safeguards)  # a new webhook endpoint is a governed change (issue 64)
     dispatch = settings.events_dispatch
     return ServingServices(
         scope_events=scope_events, keys=key_service(ledger, signing, clock, governance=releases.safeguards),

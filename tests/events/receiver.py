@@ -2,7 +2,8 @@
 with the `standardwebhooks` package (not with the gate's own code) and keeps what it accepted.
 It can be told to answer 500 for a stretch, to stand for a receiver that is down, to answer any
 status with any headers (410 Gone, 429 with `Retry-After`), or to hang: verify the delivery, then
-never answer while `hang` is set (the connection stays open until the sender gives up)."""
+never answer while `hang` is set (the connection stays open until the sender gives up), or only
+for the paths that start with `hang_prefix` (one receiver host shared by tenants, issue 64)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class Receiver:
         self.failing = False
         self.answer: tuple[int, dict[str, str]] | None = None  # (status, headers) instead of verifying's
         self.hang = False
+        self.hang_prefix: str | None = None
         self.released = threading.Event()  # set at close: hanging handlers end
         self.lock = threading.Lock()
         receiver = self
@@ -41,8 +43,9 @@ class Receiver:
                 receiver.peers.append(self.client_address[1])
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                status = receiver.take(body, headers)
-                if receiver.hang:
+                hang = receiver.hang or (receiver.hang_prefix is not None and self.path.startswith(receiver.hang_prefix))
+                status = receiver.take(body, headers, hang)
+                if hang:
                     receiver.released.wait(120)
                     return
                 extra = receiver.answer[1] if receiver.answer is not None else {}
@@ -63,11 +66,12 @@ class Receiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/gate?x=1"
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.url = self.base + "/hooks/gate?x=1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
-    def take(self, body: bytes, headers: dict[str, str]) -> int:
+    def take(self, body: bytes, headers: dict[str, str], hang: bool = False) -> int:
         with self.lock:
             self.headers.append(headers)
             if self.failing:
@@ -77,7 +81,7 @@ class Receiver:
                     Webhook(secret).verify(body, headers)
                 except WebhookVerificationError:
                     continue
-                if self.answer is not None or self.hang:
+                if self.answer is not None or hang:
                     return self.answer[0] if self.answer is not None else 0  # verified, not accepted
                 self.accepted.append(json.loads(body))
                 return 204

@@ -64,3 +64,15 @@ def test_the_operator_subscribes_dispatches_and_reads_deliveries(gate_env, sampl
         assert done.returncode == 2 and "EVENT_TARGET_REFUSED" in done.stderr
     finally:
         receiver.close()
+
+
+def test_the_operator_cannot_subscribe_an_endpoint_while_the_scope_requires_approvals(gate_env):
+    """Issue 64/3: `gate events subscribe` states no principal, so while the scope requires
+    approvals a new endpoint is refused (asked for through the API instead) and nothing is stored."""
+    env = {**gate_env, "GATE_WEBHOOK_ALLOW_HOSTS": "127.0.0.1"}
+    policy = gate_in_process(["release", "policy", "--scope", "acme", "--require-approval"], env)
+    assert policy.returncode == 0, policy.stderr
+    done = run(["subscribe", "--scope", "acme", "--url", "http://127.0.0.1:9/hook", "--from-beginning"], env,
+               check=False)
+    assert done.returncode == 2 and done.stderr.startswith("gate events: GOVERNANCE_APPROVAL_REQUIRED: "), done.stderr
+    assert "sub_" not in run(["list", "--scope", "acme"], env).stdout

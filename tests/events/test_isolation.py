@@ -170,6 +170,74 @@ def test_sixteen_hanging_subscriptions_of_another_scope_delay_no_delivery(server
     assert sum(len(r.headers) for r in hanging) >= 4 and all(r.rejected == 0 for r in hanging)
 
 
+@pytest.mark.slow
+def test_two_tenants_of_one_receiver_host_each_keep_their_deliveries(server_factory, issue_key, receivers):  # noqa: F811 (the fixture imported above)
+    """Issue 64/4: one receiver host and port for both tenants (a hosted webhook service): the
+    breaker and the concurrency bound are per scope and endpoint, so the 16 hanging subscriptions
+    of one tenant never hold back the other's deliveries to the same host."""
+    server = server_factory(workers=2, env=ENV)
+    hostile = {"x-api-key": issue_key(scope="tenant_b", permissions=ALL + ",admin")["api_key"]}
+    ours = {"x-api-key": issue_key(scope="tenant_a", permissions=ALL + ",admin")["api_key"]}
+    host = receivers()
+    host.hang_prefix = "/hang/"
+    for n in range(HANGING):
+        status, _, body = call("POST", server.base + "/api/events/subscriptions",
+                               {"url": f"{host.base}/hang/{n}"}, hostile)
+        assert status == 201, body
+        host.secrets.append(body["secret"])
+    status, _, body = call("POST", server.base + "/api/events/subscriptions", {"url": host.base + "/tenant-a"}, ours)
+    assert status == 201, body
+    host.secrets.append(body["secret"])
+    assert call("POST", server.base + "/api/decision/rulebooks", version("v1"), hostile)[0] == 201
+    deadline = time.monotonic() + 10
+    while len(host.headers) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)  # tenant_b's subscriptions now hold deliveries to the host open
+    waits = []
+    for n, name in enumerate(("v1", "v2", "v3", "v4"), start=1):
+        assert call("POST", server.base + "/api/decision/rulebooks", version(name, approve_limit=10 + n), ours)[0] == 201
+        sent = time.monotonic()
+        arrived = _first_arrival(host, n, sent + 30)
+        assert arrived is not None, f"publication {n} never arrived"
+        waits.append(arrived - sent)
+        time.sleep(1.5)  # across the hanging deliveries' time limits, so tenant_b's breaker opens
+    assert max(waits) < 2.0, waits
+    assert host.sequences("tenant_a") == [1, 2, 3, 4] and host.rejected == 0
+    assert len(host.headers) >= 4 + 4  # tenant_b's deliveries reached the host and hung there
+
+
+def test_one_scope_alone_at_a_host_leaves_room_for_another(make_app):
+    """The pool's place bound: a scope alone at an endpoint runs at most half the host-wide bound
+    there, and a second scope at the same endpoint starts at once."""
+    import threading
+
+    from gate.events.pool import FairPool
+
+    release, started = threading.Event(), []
+    lock = threading.Lock()
+
+    def run(item: tuple[str, int]) -> bool:
+        with lock:
+            started.append(item)
+        release.wait(10)
+        return False
+
+    pool: FairPool[tuple[str, int]] = FairPool(run, workers=8, per_group=8, per_place=4)
+    try:
+        for n in range(6):
+            pool.offer("tenant_b", ("b", n), ("tenant_b", n), place=("http", "127.0.0.1", 80))
+        time.sleep(0.3)
+        assert sum(1 for g, _ in started if g == "tenant_b") == 2  # half of the host's four
+        pool.offer("tenant_a", ("a", 0), ("tenant_a", 0), place=("http", "127.0.0.1", 80))
+        time.sleep(0.3)
+        assert ("tenant_a", 0) in started  # its share was free: no wait behind tenant_b
+        pool.offer("tenant_c", ("c", 0), ("tenant_c", 0), place=("http", "127.0.0.1", 81))
+        time.sleep(0.3)
+        assert ("tenant_c", 0) in started  # another endpoint: the host's bound is not its
+    finally:
+        release.set()
+        pool.stop()
+
+
 def test_a_subscription_is_delivered_by_one_thread_at_a_time_in_order(make_app, issue_key, receivers):
     """The dispatcher's pool: many subscriptions at once, each one's events in sequence."""
     from gate.services.events import Dispatcher

@@ -113,3 +113,55 @@ def test_a_dry_run_manifest_guards_activation(app, client, issue_key, gate_env, 
     check = verify_history(forged["events"], None, forged["governance"])
     assert check.problems == ((f"event {len(forged['events'])}: activate without the dry-run manifest the policy in "
                                "force required"),)
+
+
+def test_a_dry_run_of_another_scope_or_of_every_scope_does_not_guard_this_one(client, issue_key, gate_env, tmp_path):
+    """Issue 64/5: the manifest is bound to the scope it ran over (its signed `dry_run.scope`) and to
+    the scope's chain head it read (`dry_run.source.scope_head`): one of a one-decision scope, or
+    of every scope's history, no longer activates the version here."""
+    admin = Api(client, issue_key(scope=SCOPE, permissions=ALL)["api_key"])
+    small = Api(client, issue_key(scope="tenant_small", permissions=ALL)["api_key"])
+    for api in (admin, small):
+        for name, limit in (("v1", 20), ("v2", 10)):
+            api.publish(version(name, approve_limit=limit))
+        api.act("activate", version="v1")
+    for index in range(6):
+        assert admin.decide(by_reference(subject=f"order-{index}")).status_code == 200
+    assert small.decide(by_reference(subject="order-0")).status_code == 200
+    draft = tmp_path / "draft.json"
+    draft.write_text(json.dumps(version("v2", approve_limit=10)))
+    manifests = {}
+    for name, scope_args in (("small", ["--scope", "tenant_small"]), ("every", []), ("ours", ["--scope", SCOPE])):
+        run = _gate(gate_env, "dry-run", "--rulebook-id", "pricing_exception", "--draft", str(draft), *scope_args,
+                    "--out", str(tmp_path / name), process=False)
+        assert run.returncode == 0, run.stdout + run.stderr
+        manifests[name] = json.loads((tmp_path / name / "migration.json").read_text())
+    assert manifests["ours"]["dry_run"]["source"]["scope_head"]["size"] == 6
+    assert client.patch("/api/decision/release-policy", json={"require_dry_run": True},
+                        headers=admin.headers()).status_code == 200
+    for name, words in (("small", "another scope's history"), ("every", "every scope's history")):
+        refused = admin.act("activate", version="v2", migration_manifest=manifests[name])
+        assert refused.status_code == 422 and refused.json["error"] == "RELEASE_DRY_RUN_REJECTED", refused.json
+        assert words in refused.json["message"]
+    assert admin.status().json["state"]["active"]["version"] == "v1"
+    # signed by this gate's key, but stating a head this scope's chain does not hold (another
+    # ledger's history of a scope of the same name): refused
+    for head in ({"size": 7}, {"head_link_hash": "0" * 64}, {"chain_id": "chain_elsewhere"}):
+        foreign = _resigned(client, manifests["ours"], head)
+        refused = admin.act("activate", version="v2", migration_manifest=foreign)
+        assert refused.status_code == 422 and refused.json["error"] == "RELEASE_DRY_RUN_REJECTED", refused.json
+        assert "does not hold" in refused.json["message"]
+    moved = admin.act("activate", version="v2", migration_manifest=manifests["ours"])
+    assert moved.status_code == 201, moved.json
+
+
+def _resigned(client, manifest: dict, head: dict) -> dict:
+    """`manifest` with its stated scope head changed, hashed and signed again by this gate's key."""
+    from gate.protocol.canonical import sha256_hex
+    from workbench.migration.manifest import sign_manifest
+
+    edited = copy.deepcopy(manifest)
+    edited["dry_run"]["source"]["scope_head"].update(head)
+    edited["dry_run"]["result_hash"] = sha256_hex({k: v for k, v in edited["dry_run"].items() if k != "result_hash"})
+    signer = client.application.extensions["gate"].service.signing.receipt_signer()
+    return sign_manifest(edited, signer)

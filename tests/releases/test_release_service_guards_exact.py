@@ -639,7 +639,7 @@ class ManifestCheck:
         return list(self.problems)
 
 
-MANIFEST = {"migration_hash": "b" * 64, "dry_run": {}}
+MANIFEST = {"migration_hash": "b" * 64, "dry_run": {"scope": SCOPE}}  # of this scope (issue 64)
 
 
 @pytest.fixture

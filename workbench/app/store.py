@@ -669,9 +669,11 @@ class WorkbenchStore:
 
     def event_subscribe(self, scope: str, principal: Principal, permissions: frozenset[str],
                         body: Mapping[str, object]) -> tuple[SubscriptionView, str]:
-        """A new subscription made by the session's principal (its secret, shown this once)."""
+        """A new subscription made by the session's principal (its secret, shown this once); while
+        the scope requires approvals a new endpoint is `pending` until a second holder approves it."""
         require(permissions, "admin")
-        return self.events.subscribe(scope, principal.actor, body)
+        view, secret, _event = self.events.subscribe_governed(scope, principal, permissions, body)
+        return view, secret
 
     def event_replay(self, scope: str, permissions: frozenset[str], subscription_id: str, seq: int) -> int:
         require(permissions, "admin")

@@ -21,7 +21,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 import polars as pl
 import pyarrow as pa
@@ -58,11 +58,22 @@ OUTCOME_COLUMNS: dict[str, pl.DataType] = {"receipt_id": pl.String(), "decision_
 _HIVE: dict[str, pl.DataType] = {"scope": pl.String(), "month": pl.String()}
 
 
+class ScopeHead(TypedDict):
+    """The scope's audit chain head a ledger dry-run of one scope read (issue 64): the history it
+    covered, which an activation that requires the dry-run checks against the ledger's."""
+
+    chain_id: str
+    size: int
+    head_link_hash: str | None
+
+
 class HistorySource(TypedDict):
     """What a history was read from (a dry-run's `dry_run.source`, signed with it): `kind`, where,
     and `hash`, the identity of what was read. A dataset's (`dataset_source`) names its manifest's
     `dataset_hash`, the key that signed it, the dataset before it, the ledger head it was cut at and
-    `stale` when it lags the live ledger; the ledger's (`from_ledger`) counts the chain heads read."""
+    `stale` when it lags the live ledger; the ledger's (`from_ledger`) counts the chain heads read
+    and, for one scope, states that scope's chain head (`scope_head`, issue 64: the history an
+    activation that requires the dry-run binds it to)."""
 
     kind: Literal["dataset", "ledger"]
     location: str
@@ -74,6 +85,7 @@ class HistorySource(TypedDict):
     ledger_head_hash: NotRequired[str | None]
     stale: NotRequired[Staleness]
     chain_heads: NotRequired[int]
+    scope_head: NotRequired[ScopeHead | None]
 
 
 @dataclass(frozen=True)
@@ -360,6 +372,15 @@ def history_of_files(rulebook_id: str, scope: str | None, paths: tuple[str, ...]
     return History(rulebook_id, scope, decisions, replay_base(decisions, facts, covered), outcomes, source, versions)
 
 
+def scope_head_of(heads: list[dict[str, Any]]) -> ScopeHead | None:
+    """A scope's chain head as a dry-run's source states it (`chain_heads_of(ledger, scope)`:
+    one chain per scope; None when the scope has none yet)."""
+    for h in heads:
+        head: ScopeHead = {"chain_id": h["chain_id"], "size": int(h["size"]), "head_link_hash": h["head_link_hash"]}
+        return head
+    return None
+
+
 def from_ledger(ledger: Ledger, rulebook_id: str, scope: str | None = None,
                 batch_size: int = 5_000) -> History:
     """The history of `rulebook_id` read from the live ledger (every scope when `scope` is None)."""
@@ -388,6 +409,8 @@ def from_ledger(ledger: Ledger, rulebook_id: str, scope: str | None = None,
     source: HistorySource = {"kind": "ledger", "location": ledger_location(ledger),
               "hash": sha256_hex({"chain_heads": heads}), "chain_heads": len(heads),
               "dataset_schema_version": DATASET_SCHEMA_VERSION}
+    if scope is not None:  # the history it covered: the scope's one chain, at the head read before the decisions
+        source["scope_head"] = scope_head_of(heads)
     # Every decision of the rulebook got a facts row from the same batch: the base is covered.
     return History(rulebook_id, scope, decisions.lazy(), replay_base(decisions.lazy(), facts.lazy(), True),
                    outcomes.lazy(), source, summarize_decisions(decisions.lazy()).collect(), holds)

@@ -23,7 +23,7 @@ from workbench.migration import baseline as baselines
 from workbench.migration.compute import compute
 from workbench.migration.draft import Draft, load_draft
 from workbench.migration.errors import DryRunError
-from workbench.migration.history import History, from_dataset, from_ledger
+from workbench.migration.history import History, from_dataset, from_ledger, scope_head_of
 from workbench.migration.impact import CostModel
 from workbench.migration.manifest import MigrationManifest, build_manifest, sign_manifest
 from workbench.migration.report import render_html, render_markdown
@@ -45,14 +45,23 @@ class DryRun:
 def load_history(rulebook_id: str, scope: str | None, *, dataset: str | Path | None, ledger: Any,
                  paths: tuple[str, ...], anchors: Any = None) -> History:
     """The rulebook's history in `scope`, refusing an unknown rulebook and an empty history.
-    `anchors`: a dataset's manifest must be signed by one of those keys."""
+    `anchors`: a dataset's manifest must be signed by one of those keys. A ledger's history of one
+    scope states the scope's chain head it covered (`source.scope_head`)."""
+    head = None
     if dataset is not None:
         history = from_dataset(dataset, rulebook_id, scope, paths, anchors)
     elif ledger is not None:
+        if scope is not None:  # read before the decisions: the history covers at least this head (issue 64)
+            from gate.ledger import stream
+
+            head = scope_head_of(stream.chain_heads_of(ledger, scope))
         history = from_ledger(ledger, rulebook_id, None)
     else:
         raise ValueError("give a dataset or a ledger")
-    return checked_history(history, rulebook_id, scope)
+    checked = checked_history(history, rulebook_id, scope)
+    if ledger is not None and dataset is None and scope is not None and checked.source is not None:
+        checked.source["scope_head"] = head  # the scope's chain head it covered, signed with the manifest
+    return checked
 
 
 def checked_history(history: History, rulebook_id: str, scope: str | None) -> History:
