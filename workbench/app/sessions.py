@@ -11,8 +11,14 @@ the session each signed-in browser holds on the server, and the flags of every c
   provider's logout) stay here, on the server. A session ends at logout, when the grants file
   changes what its person may do (`GrantsWatch`), when an administrator revokes the person's
   sessions (`revoked` in the grants file, below), after `idle_seconds` without a request, and when
-  the server stops (sessions are in memory: people sign in again after a restart). An ended
-  session opens nothing: the page, its websocket and every action of an open page ask the book.
+  the server stops (sessions are in memory: people sign in again after a restart), and when the
+  same browser signs in again. An ended session opens nothing: the page, its websocket and every
+  message of an open page ask the book. One that ended without a sign-out keeps its ID token
+  until the browser signs out (the provider's logout; `prompt=login` until then).
+- Pages (issue 63): each Bokeh session is bound to the sign-in session that opened it
+  (`SignedSessions.bind_page`); a request naming a Bokeh session is refused (`chooses_page`), and
+  a page's websocket opens only for that sign-in session and reads nothing once it has ended
+  (`PageSocket`, put on the server's websocket route by `guard_pages`).
 - `SessionHandler`: every cookie the sign-in and logout handlers set carries `SameSite=Lax`, and
   `Secure` when the workbench serves a non-loopback address (behind TLS, docs/workbench.md).
 
