@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from gate.principals import Principal
-from tests.browser.conftest import GATE, Workbench, screenshot
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, GATE, Workbench, screenshot
 from tests.browser.test_workbench_pages import draft_from_current, tab
 from tests.demo_support import gate_env
 from tests.oidc_support import oidc_provider, password  # noqa: F401  # the session fixture
@@ -222,3 +224,109 @@ def test_a_viewers_forced_refresh_is_refused_and_sign_out_ends_the_providers_ses
         assert carol.errors == []
     finally:
         context.close()
+
+
+# Issue 63, defect 1: what binds a click to a person. Alice (an author) tries to act with Bob's
+# roles (an approver) by attaching her browser to a page the server built for Bob.
+
+def _request_as_alice(home, issuer: str, version: str) -> int:
+    """Alice asks for the activation of a new version (through the release service, as her page
+    would): the pending request's seq."""
+    from gate.keys.config import SigningSetup
+    from gate.ledger import Ledger
+    from gate.principals import permissions_of
+    from gate.services.root import decision_services
+
+    ledger = Ledger(f"sqlite:///{home / 'gate.db'}")
+    try:
+        services = decision_services(ledger, SigningSetup.load(home / "signing-keys.json", None, "hmac"))
+        draft = copy.deepcopy(REQUEST["rulebook"]) | {"version": version}
+        draft["rules"][0]["condition"]["value"] = 17
+        services.decisions.register_rulebook(SCOPE, draft)
+        event, _ = services.release_service().act(
+            SCOPE, Principal.person(issuer, "alice", "Alice Author"), permissions_of(frozenset({"author", "releaser"})),
+            RULEBOOK_ID, {"action": "activate", "version": version})
+    finally:
+        ledger.dispose()
+    return int(event["seq"])
+
+
+_TOKEN = re.compile(r'"token":\s*"([^"]+)"')
+
+
+def _page_for(context, url: str, token: str | None = None) -> dict:
+    """The page the server answers `context`'s browser at `url` (status, headers, HTML), its Bokeh
+    token replaced by `token` when given (a hand-made one)."""
+    response = context.request.get(url, max_redirects=0)
+    body = response.text()
+    if token is not None:
+        body = _TOKEN.sub(f'"token": "{token}"', body)
+    headers = {name: value for name, value in response.headers.items()
+               if name.lower() not in ("content-length", "content-encoding", "transfer-encoding")}
+    return {"status": response.status, "headers": headers, "body": body}
+
+
+def _attached_to(page, url: str, served: dict) -> bool:
+    """Open `url` in `page` (its own browser, its own cookie) answered with `served`, another
+    browser's page (what a hand-made client does over the websocket: another page's token): whether
+    Bob's page was then drawn (a page for Alice herself is no attack: a token naming no live page
+    makes a new one for the websocket's own sign-in session)."""
+    def swap(route) -> None:
+        route.fulfill(**served)
+
+    page.route(url, swap)
+    try:
+        page.goto(url)
+        page.locator(".signed-in").get_by_text("Bob Approver").wait_for(timeout=20_000)
+        return True
+    except PlaywrightTimeout:
+        return False
+    finally:
+        page.unroute(url, swap)
+
+
+def test_no_one_acts_with_another_persons_page(browser, governed):
+    """Before: Bob opened `/workbench?bokeh-session-id=X` (a link Alice sent); Alice connected a
+    websocket with her own cookie and a hand-made token for X, pressed "Approve request" and
+    "Confirm", and the history showed `approve` by Bob. Now the link is refused (403), and a
+    websocket whose sign-in session is not the page's (a hand-made token for X, or a real page
+    token of Bob's) opens nothing: Alice's browser draws no page, no event is appended."""
+    from bokeh.util.token import generate_jwt_token
+
+    server, issuer = governed
+    seq = _request_as_alice(server.home, issuer, "2027-05-01")
+    ledger, releases = release_service(server.home)
+    try:
+        before = releases.history(SCOPE, RULEBOOK_ID)
+    finally:
+        ledger.dispose()
+    # Alice's browser takes pages from the test (`route`): Chromium's local-network checks would
+    # refuse such a page's websocket to 127.0.0.1, as they do not refuse the attacker's own client.
+    attacker = browser.browser_type.launch(executable_path=CHROMIUM,
+                                           args=[*CHROMIUM_ARGS, "--disable-features=LocalNetworkAccessChecks"])
+    bob_context, _bob = sign_in(browser, server, "bob")
+    alice_context, alice = sign_in(attacker, server, "alice")
+    try:
+        chosen = f"chosen-by-alice-{seq}"
+        hand_made = generate_jwt_token(chosen, secret_key=None, signed=False,
+                                       extra_payload={"headers": {}, "cookies": {}, "arguments": {}})
+        by_link = _page_for(bob_context, f"{server.url}?bokeh-session-id={chosen}", hand_made)
+        # Before, Alice's browser drew Bob's page ("signed in as Bob Approver") and its Approve
+        # button acted as Bob; now the websocket is refused. Bob's own page is fetched just before
+        # (the server drops a page no websocket joined within 15 s).
+        drawn = [_attached_to(alice, server.url, by_link),
+                 _attached_to(alice, server.url, _page_for(bob_context, server.url))]
+        screenshot(alice, "oidc-5-alice-attached-to-nothing")
+    finally:
+        alice_context.close()
+        bob_context.close()
+        attacker.close()
+    ledger, releases = release_service(server.home)
+    try:
+        after = releases.history(SCOPE, RULEBOOK_ID)
+    finally:
+        ledger.dispose()
+    assert drawn == [False, False], f"Bob's page drawn in Alice's browser (link, own page): {drawn}"
+    assert by_link["status"] == 403
+    assert after == before, [event["action"] + " by " + event["actor"] for event in after[len(before):]]
+    assert seq >= 1  # Alice's request stays pending, approved by no one

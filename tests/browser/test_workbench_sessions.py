@@ -16,8 +16,11 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 
+import httpx
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.browser.conftest import GATE, Workbench, screenshot
 
@@ -95,3 +98,69 @@ def test_no_page_script_sees_the_session_cookie_and_sign_out_ends_it(page, workb
     page.goto(workbench.url)
     assert "/login" in page.url and page.locator("input[name=password]").is_visible()
     assert page.errors == []
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A small ledger's store and a password file, for servers run in this process."""
+    from gate.keys.config import SigningSetup
+    from gate.ledger import Ledger
+    from tests.workbench.app.conftest import build_small_ledger
+    from workbench.app.passwords import hash_password
+    from workbench.app.store import WorkbenchStore
+
+    home = tmp_path_factory.mktemp("sessions-limits")
+    build_small_ledger(home)
+    store = WorkbenchStore(Ledger(f"sqlite:///{home / 'gate.db'}"),
+                           SigningSetup.load(home / "signing-keys.json", None, "hmac"), home / "dataset")
+    store.refresh_dataset()
+    users, grants = home / "users.json", home / "grants.json"
+    users.write_text(json.dumps({"ana": hash_password(PASSWORD)}))
+    grants.write_text(json.dumps({"users": {"ana": {"acme": ["viewer"]}}}))
+    yield store, users, grants
+    store.ledger.dispose()
+
+
+def _open_signed_in(page, url: str) -> None:
+    page.goto(f"{url}/workbench")
+    submit(page, "ana", PASSWORD)
+    page.locator("select").first.select_option("acme")
+    page.get_by_text("roles here: viewer").wait_for()
+    page.locator("text=decisions considered >> visible=true").first.wait_for()  # the Overview drawn: settled
+
+
+@pytest.mark.parametrize("limit", ["idle", "lifetime"])
+def test_an_open_page_past_its_limit_closes_on_its_next_action(page, store, limit):
+    """Issue 63, defect 3: before, a page idle past the limit still switched tabs and read
+    decisions, and one kept busy past the session's lifetime still acted, although an HTTP request
+    with the same cookie got the sign-in page. Now every message of the page asks the session
+    book first: past either limit the page shows that the session ended, and nothing acts."""
+    from tests.workbench.app.test_sessions import running
+    from workbench.app.access import access_for
+
+    workbench_store, users, grants = store
+    idle, lifetime = (4.0, 600.0) if limit == "idle" else (10.0, 30.0)
+    with running(workbench_store, access_for("127.0.0.1", users, grants), idle_seconds=idle,
+                 lifetime_seconds=lifetime) as port:
+        url = f"http://127.0.0.1:{port}"
+        signed_in = time.monotonic()  # the session opens after this
+        _open_signed_in(page, url)
+        if limit == "idle":
+            page.wait_for_timeout(8_000)  # the idle limit and a margin for the page's last layout messages
+        else:  # busy: a tab switch every 2 s (well inside the idle limit) until just before the
+            names = ["Decisions", "Overview"]  # lifetime, then 4 s more: past it, not idle
+            while time.monotonic() - signed_in < lifetime - 2:
+                page.locator(".bk-tab", has_text=names[0]).click()
+                names.reverse()
+                page.wait_for_timeout(2_000)
+            assert page.get_by_text("Your session ended").count() == 0
+            page.wait_for_timeout(4_000)
+        try:  # the next message (this click, or one the page sent first) closes the page
+            page.locator(".bk-tab", has_text="Decisions").click(timeout=5_000)
+        except PlaywrightTimeout:
+            assert page.get_by_text("Your session ended").count() == 1
+        page.get_by_text("Your session ended").wait_for(timeout=15_000)
+        assert page.locator("select").count() == 0
+        screenshot(page, f"sessions-ended-{limit}")
+        with httpx.Client(timeout=60, cookies={c["name"]: c["value"] for c in page.context.cookies()}) as client:
+            assert client.get(f"{url}/workbench").status_code == 302

@@ -270,6 +270,10 @@ class OIDCLoginHandler(SessionHandler, OAuthLoginHandler):
         query = {"response_type": "code", "client_id": self.oidc.settings.client_id,
                  "redirect_uri": self._redirect_target(), "scope": " ".join(self.oidc.settings.scopes),
                  "state": value, "nonce": nonce, "code_challenge": challenge, "code_challenge_method": "S256"}
+        if self.sessions.book.ended_unsigned(self.signed_in_as()):
+            # SECURITY: this browser's session ended without a sign-out (idle, its lifetime): the
+            # provider's session may still live, so it asks for the password (a shared machine).
+            query["prompt"] = "login"
         self.redirect(f"{self.oidc.discovery.authorization_endpoint}?{urllib.parse.urlencode(query)}")
 
 

@@ -11,8 +11,14 @@ the session each signed-in browser holds on the server, and the flags of every c
   provider's logout) stay here, on the server. A session ends at logout, when the grants file
   changes what its person may do (`GrantsWatch`), when an administrator revokes the person's
   sessions (`revoked` in the grants file, below), after `idle_seconds` without a request, and when
-  the server stops (sessions are in memory: people sign in again after a restart). An ended
-  session opens nothing: the page, its websocket and every action of an open page ask the book.
+  the server stops (sessions are in memory: people sign in again after a restart), and when the
+  same browser signs in again. An ended session opens nothing: the page, its websocket and every
+  message of an open page ask the book. One that ended without a sign-out keeps its ID token
+  until the browser signs out (the provider's logout; `prompt=login` until then).
+- Pages (issue 63): each Bokeh session is bound to the sign-in session that opened it
+  (`SignedSessions.bind_page`); a request naming a Bokeh session is refused (`chooses_page`), and
+  a page's websocket opens only for that sign-in session and reads nothing once it has ended
+  (`PageSocket`, put on the server's websocket route by `guard_pages`).
 - `SessionHandler`: every cookie the sign-in and logout handlers set carries `SameSite=Lax`, and
   `Secure` when the workbench serves a non-loopback address (behind TLS, docs/workbench.md) or a
   trusted proxy says the request came over https (`workbench.app.origins`).
@@ -24,6 +30,8 @@ changes); sign-ins after it are not affected. Removing a person's roles ends the
 
 from __future__ import annotations
 
+import binascii
+import hmac
 import logging
 import secrets
 import threading
@@ -36,9 +44,11 @@ from typing import Any
 
 from bokeh.server.auth_provider import User
 from bokeh.server.views.autoload_js_handler import AutoloadJsHandler
+from bokeh.util.token import check_token_signature, get_session_id
 from panel.auth import LogoutHandler
 from panel.config import config
 from panel.io.resources import CDN_DIST
+from panel.io.server import DocHandler, WSHandler
 from tornado.httputil import HTTPServerRequest
 from tornado.web import HTTPError, decode_signed_value
 
@@ -78,15 +88,22 @@ class Session:
     opened: float  # wall clock, for an administrator's revocation by time
     seen: float  # monotonic
     id_token: str | None = None  # the provider's, for RP-initiated logout only; never sent to a page
+    expires: float = float("inf")  # monotonic: the absolute end, however busy the session is
 
 
 class SessionBook:
     """The live sessions of one server (module docstring)."""
 
     def __init__(self, idle_seconds: float = IDLE_SECONDS, clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time, capacity: int = MAX_SESSIONS) -> None:
+                 wall: Callable[[], float] = time.time, capacity: int = MAX_SESSIONS,
+                 lifetime_seconds: float = float("inf")) -> None:
         self.idle_seconds, self.clock, self.wall, self.capacity = idle_seconds, clock, wall, capacity
+        self.lifetime_seconds = lifetime_seconds
         self._sessions: dict[str, Session] = {}
+        # Sessions that ended without a sign-out (idle, past their lifetime, grants, revocation,
+        # another sign-in): kept until the browser signs out, for the provider's logout (its ID
+        # token) and so a sign-in from that browser asks the provider for a password again.
+        self._unsigned_out: dict[str, Session] = {}
         self._lock = threading.Lock()
         self._watchers: dict[str, list[Callable[[], None]]] = {}
 
@@ -113,14 +130,16 @@ class SessionBook:
     def open(self, identity: Identity, id_token: str | None = None) -> str:
         """A new session for `identity`: its id, for the signed cookie."""
         sid = secrets.token_urlsafe(32)
+        now = self.clock()
         with self._lock:
-            self._sessions[sid] = Session(sid, identity, self.wall(), self.clock(), id_token)
+            self._sessions[sid] = Session(sid, identity, self.wall(), now, id_token, now + self.lifetime_seconds)
             while len(self._sessions) > self.capacity:
                 del self._sessions[next(iter(self._sessions))]
         return sid
 
     def live(self, sid: str | None, touch: bool = True) -> Session | None:
-        """The session `sid` names if it has not ended (idle too long: it ends now)."""
+        """The session `sid` names if it has not ended (idle too long, or past its lifetime: it
+        ends now)."""
         if not sid:
             return None
         with self._lock:
@@ -128,20 +147,39 @@ class SessionBook:
             if session is None:
                 return None
             now = self.clock()
-            idle = now - session.seen > self.idle_seconds
-            if idle:
-                del self._sessions[sid]
+            over = now - session.seen > self.idle_seconds or now >= session.expires
+            if over:
+                self._retire(self._sessions.pop(sid))
             elif touch:
                 session.seen = now
-        if idle:
+        if over:
             self._notify([sid])
             return None
         return session
 
-    def end(self, sid: str | None) -> Session | None:
-        """End one session (logout); the ended session, or None if it was not live."""
+    def _retire(self, session: Session) -> None:
+        """Keep a session that ended without a sign-out until its browser signs out (lock held)."""
+        self._unsigned_out[session.sid] = session
+        while len(self._unsigned_out) > self.capacity:
+            del self._unsigned_out[next(iter(self._unsigned_out))]
+
+    def ended_unsigned(self, sid: str | None) -> bool:
+        """Whether `sid` names a session that ended without its browser signing out."""
+        with self._lock:
+            return bool(sid) and sid in self._unsigned_out
+
+    def end(self, sid: str | None, signed_out: bool = True) -> Session | None:
+        """End one session; the ended session, or None if it was neither live nor ended without a
+        sign-out. `signed_out` (logout): forgotten; otherwise (another sign-in in its browser)
+        kept until the browser signs out."""
         with self._lock:
             session = self._sessions.pop(sid, None) if sid else None
+            if session is not None and not signed_out:
+                self._retire(session)
+            elif signed_out and session is None and sid:
+                return self._unsigned_out.pop(sid, None)  # ended before: its ID token, for the provider
+            elif signed_out and sid:
+                self._unsigned_out.pop(sid, None)
         if session is not None:
             self._notify([session.sid])
         return session
@@ -151,7 +189,7 @@ class SessionBook:
         with self._lock:
             gone = [sid for sid, session in self._sessions.items() if ended(session)]
             for sid in gone:
-                del self._sessions[sid]
+                self._retire(self._sessions.pop(sid))
         self._notify(gone)
         return len(gone)
 
@@ -215,14 +253,17 @@ class GrantsWatch:
 
 class SignedSessions:
     """The sessions of one server that signs people in: the book, the grants file as it is now,
-    and the signed `user` cookie that names a session."""
+    the signed `user` cookie that names a session, and the sign-in session each page (Bokeh
+    session) belongs to."""
 
     def __init__(self, access: Access, idle_seconds: float = IDLE_SECONDS, secure: bool = False,
-                 origins: Origins | None = None) -> None:
-        self.book = SessionBook(idle_seconds)
+                 origins: Origins | None = None, lifetime_seconds: float = float("inf")) -> None:
+        self.book = SessionBook(idle_seconds, lifetime_seconds=lifetime_seconds)
         self.grants = GrantsWatch(access, self.book)
         self.secure = secure
         self.origins = origins or Origins()
+        self._pages: dict[str, str] = {}  # Bokeh session id -> the sign-in session that opened it
+        self._lock = threading.Lock()
 
     def sid_of(self, cookie: str | None, secret: str | bytes | None, max_age_days: float) -> str | None:
         """The session id a signed `user` cookie value names (None if unsigned, expired or absent)."""
@@ -236,18 +277,36 @@ class SignedSessions:
         grants = self.grants.current().grants or Grants()
         session = self.book.live(sid, touch)
         if session is not None and revoked(grants, session):
-            self.book.end(session.sid)
+            self.book.end(session.sid, signed_out=False)
             return None
         return session
 
-    def roles_in(self, sid: str, identity: Identity, scope: str) -> frozenset[str]:
-        """The roles a session holds in `scope` now: none once it has ended (fail closed)."""
-        if self.live(sid) is None:
+    def roles_in(self, sid: str, scope: str) -> frozenset[str]:
+        """The roles a session holds in `scope` now, for the person the session names (read from
+        the book at each call): none once it has ended (fail closed)."""
+        session = self.live(sid)
+        if session is None:
             return frozenset()
-        return self.grants.current().roles_in(identity, scope)
+        return self.grants.current().roles_in(session.identity, scope)
 
     def scopes_for(self, identity: Identity, known: list[str]) -> list[str]:
         return self.grants.current().scopes_for(identity, known)
+
+    def bind_page(self, page: str, sid: str) -> Callable[[], None]:
+        """Record that the Bokeh session `page` was opened by sign-in session `sid`; the unbind."""
+        with self._lock:
+            self._pages[page] = sid
+
+        def unbind() -> None:
+            with self._lock:
+                if self._pages.get(page) == sid:
+                    del self._pages[page]
+        return unbind
+
+    def page_owner(self, page: str) -> str | None:
+        """The sign-in session that opened the Bokeh session `page` (None: no such page)."""
+        with self._lock:
+            return self._pages.get(page)
 
 
 class SessionHandler:
@@ -269,12 +328,19 @@ class SessionHandler:
         return f"{request.method} {request.path} ({request.remote_ip})"
 
     def open_session(self, identity: Identity, id_token: str | None = None) -> None:
-        """Sign `identity` in: a new server-side session named by the signed `user` cookie."""
-        sid = self.sessions.book.open(identity, id_token)
+        """Sign `identity` in: a new server-side session named by the signed `user` cookie. The
+        session this browser held before (signed in again without signing out) ends: its open
+        pages close."""
         handler: Any = self
+        self.sessions.book.end(_sid(handler))
+        sid = self.sessions.book.open(identity, id_token)
         handler.clear_cookie("is_guest")
         handler.set_secure_cookie("user", sid, expires_days=config.oauth_expiry, httponly=True,
                                   path=config.cookie_path)
+
+    def signed_in_as(self) -> str | None:
+        """The session id this browser's signed `user` cookie names (live or not)."""
+        return _sid(self)
 
     def current_session(self) -> Session | None:
         handler: Any = self
@@ -299,6 +365,8 @@ class SignOutHandler(SessionHandler, LogoutHandler):
         return None
 
     def get(self) -> None:
+        # A session that ended without a sign-out (idle, past its lifetime) still answers here,
+        # once: its ID token, so the provider's session ends too.
         session = self.sessions.book.end(_sid(self))
         for name in SIGNED_OUT_COOKIES:
             self.clear_cookie(name, path=config.cookie_path)
@@ -311,6 +379,72 @@ class SignOutHandler(SessionHandler, LogoutHandler):
             self.redirect(target)
             return
         self.write(self._logout_template.render(PANEL_CDN=CDN_DIST, LOGIN_ENDPOINT=self._login_endpoint))
+
+
+PAGE_CHOICES = ("bokeh-session-id", "bokeh-token")  # query arguments Bokeh would attach a page with
+
+
+def chooses_page(request: HTTPServerRequest) -> bool:
+    """Whether a request names the Bokeh session it wants (the server always makes a new one)."""
+    return any(name in request.arguments for name in PAGE_CHOICES) or "Bokeh-Session-Id" in request.headers
+
+
+def _socket_page(request: HTTPServerRequest, secret: bytes | None) -> str | None:
+    """The Bokeh session a websocket handshake's token names, if the server signed the token."""
+    offered = [part.strip() for part in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+    if len(offered) != 2 or offered[0] != "bokeh" or not secret:
+        return None
+    try:
+        if not check_token_signature(offered[1], secret_key=secret, signed=True):
+            return None
+        return str(get_session_id(offered[1]))
+    except (ValueError, TypeError, KeyError, binascii.Error):  # not a token at all
+        return None
+
+
+class PageSocket:
+    """A mixin for a page's websocket (Panel's `WSHandler`) on a server that signs people in:
+    the handshake is refused (403) unless the token is the server's own and names a page opened
+    by this browser's sign-in session (or no page yet: the page is then built for this session);
+    each message acts only while that session lives (idle and lifetime checked at each one: an
+    ended session's page closes itself, `SessionBook.watch`, and the message does nothing)."""
+
+    sessions: SignedSessions
+    signed_in: str | None = None
+    ended = False
+
+    async def prepare(self) -> None:
+        handler: Any = self
+        await super().prepare()  # type: ignore[misc]  # the user: the live session the cookie names
+        if handler._finished:
+            return
+        sid = _sid(handler)
+        page = _socket_page(handler.request, handler.application.secret_key)
+        owner = self.sessions.page_owner(page) if page is not None else None
+        if sid is None or page is None or (owner is not None and not hmac.compare_digest(owner, sid)):
+            log.warning("a websocket refused: its token is not the server's, or its page belongs to another "
+                        "sign-in session")
+            handler.set_status(403)
+            handler.finish()
+            return
+        self.signed_in = sid
+
+    async def on_message(self, fragment: str | bytes) -> None:
+        # SECURITY: asked at every fragment (a message is several): once the session has ended
+        # (now or before), nothing more is read from this socket, so nothing acts; the page
+        # closes itself. A message cut short is never assembled.
+        if self.ended or self.sessions.live(self.signed_in) is None:
+            self.ended = True
+            return
+        await super().on_message(fragment)  # type: ignore[misc]
+
+
+def guard_pages(server: Any, sessions: SignedSessions) -> None:
+    """Put `PageSocket` on the websocket routes of a Panel server that signs people in."""
+    for rule in server._tornado.wildcard_router.rules:
+        target = rule.target
+        if isinstance(target, type) and issubclass(target, WSHandler):
+            rule.target = type("ServerPageSocket", (PageSocket, target), {"sessions": sessions})
 
 
 class SessionAuth:
@@ -326,6 +460,9 @@ class SessionAuth:
         def get_user(handler: Any) -> User:
             if isinstance(handler, AutoloadJsHandler):  # SECURITY: a session token for other sites
                 raise HTTPError(403, reason="The workbench is not embeddable")
+            if isinstance(handler, DocHandler) and chooses_page(handler.request):
+                # SECURITY: a link must not attach its opener to a page built for someone else.
+                raise HTTPError(403, reason="A link may not choose the page's session")
             session = self.sessions.live(_sid(handler))
             return User(None if session is None else session.identity.principal.id)
         return get_user

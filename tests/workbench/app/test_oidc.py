@@ -10,7 +10,9 @@ import base64
 import json
 import secrets
 import threading
+import time
 import urllib.parse
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -113,8 +115,8 @@ def test_discovery_must_name_the_configured_issuer_and_offer_pkce(oidc_provider)
         discover(OIDCSettings(f"http://127.0.0.1:{free_port()}", "c"))
 
 
-@pytest.fixture
-def workbench(workbench_home, oidc_provider, tmp_path):  # noqa: F811
+@contextmanager
+def serving(workbench_home, oidc_provider, tmp_path, **options):  # noqa: F811
     """The real workbench server in this process, its people signing in at the provider."""
     from workbench.app.server import make_server
 
@@ -130,7 +132,7 @@ def workbench(workbench_home, oidc_provider, tmp_path):  # noqa: F811
 
     def run() -> None:
         asyncio.set_event_loop(asyncio.new_event_loop())
-        holder["server"] = server = make_server(store, access, "127.0.0.1", port, cookie_secret=SECRET)
+        holder["server"] = server = make_server(store, access, "127.0.0.1", port, cookie_secret=SECRET, **options)
         server.start()
         started.set()
         server.io_loop.start()
@@ -139,11 +141,19 @@ def workbench(workbench_home, oidc_provider, tmp_path):  # noqa: F811
     thread.start()
     assert started.wait(60)
     holder["sessions"] = holder["server"]._tornado.auth_provider.sessions  # the server's session book
-    yield f"http://127.0.0.1:{port}", access, holder
-    loop = holder["server"].io_loop
-    loop.add_callback(holder["server"].stop)
-    loop.add_callback(loop.stop)
-    thread.join(30)
+    try:
+        yield f"http://127.0.0.1:{port}", access, holder
+    finally:
+        loop = holder["server"].io_loop
+        loop.add_callback(holder["server"].stop)
+        loop.add_callback(loop.stop)
+        thread.join(30)
+
+
+@pytest.fixture
+def workbench(workbench_home, oidc_provider, tmp_path):  # noqa: F811
+    with serving(workbench_home, oidc_provider, tmp_path) as served:
+        yield served
 
 
 def test_signing_in_through_the_provider_opens_the_workbench_as_that_person(workbench, oidc_provider):  # noqa: F811
@@ -308,3 +318,58 @@ def test_a_group_the_grants_file_names_later_counts_from_the_next_sign_in(workbe
     grants["groups"]["gate-viewers"] = {"acme": ["viewer"]}
     access.grants_file.write_text(json.dumps(grants))
     assert carol() == ("gate-viewers",)
+
+
+def _asks_for_a_password(browser: httpx.Client, url: str) -> bool:
+    """Whether signing in at `url` now makes the provider show its password form (rather than
+    send a code straight back)."""
+    again = browser.get(httpx.URL(browser.get(f"{url}/login").headers["location"]))
+    for _ in range(5):
+        if again.status_code not in (302, 303):
+            break
+        if "code=" in again.headers["location"]:
+            return False
+        again = browser.get(again.url.join(again.headers["location"]))
+    return again.status_code == 200 and 'type="password"' in again.text
+
+
+def _provider_logout(browser: httpx.Client, out: httpx.Response, issuer: str) -> None:
+    end = httpx.URL(out.headers["location"])
+    assert str(end).startswith(f"{issuer}/session/end") and end.params["id_token_hint"]
+    confirm = browser.get(end)
+    xsrf = confirm.text.split('name="xsrf" value="', 1)[1].split('"', 1)[0]
+    browser.post(httpx.URL(issuer).join("/session/end/confirm"), data={"xsrf": xsrf, "logout": "yes"})
+
+
+def test_sign_out_after_an_idle_end_ends_the_providers_session(workbench_home, oidc_provider, tmp_path):  # noqa: F811
+    """Issue 63, defect 4: before, `/logout` after the idle end skipped the provider (the ID token
+    went with the session), and the next visit signed the same person in with no password. Now the
+    hint is kept until the browser signs out; a sign-in from that browser before it signs out
+    sends `prompt=login`; and a sign-in again ends the browser's earlier session."""
+    with serving(workbench_home, oidc_provider, tmp_path, idle_seconds=3.0) as (url, _, holder):
+        with httpx.Client(timeout=60) as browser:
+            sent = httpx.URL(browser.get(f"{url}/login").headers["location"])
+            assert "prompt" not in sent.params
+            browser.get(provider_sign_in(browser, sent, "alice", password("alice"), f"{url}/login"))
+            assert browser.get(f"{url}/workbench").status_code == 200
+            time.sleep(4.0)
+            assert browser.get(f"{url}/workbench").status_code == 302  # idle: ended
+            # Before signing out, a sign-in from this browser asks the provider for the password.
+            assert httpx.URL(browser.get(f"{url}/login").headers["location"]).params["prompt"] == "login"
+            assert _asks_for_a_password(browser, url)
+            out = browser.get(f"{url}/logout")
+            assert out.status_code == 302 and "user" not in browser.cookies
+            _provider_logout(browser, out, oidc_provider.issuer)
+            assert _asks_for_a_password(browser, url)
+            assert browser.get(f"{url}/logout").status_code == 200  # nothing left to end: the local page
+        with httpx.Client(timeout=60) as browser:  # signing in again without signing out
+            sent = httpx.URL(browser.get(f"{url}/login").headers["location"])
+            browser.get(provider_sign_in(browser, sent, "alice", password("alice"), f"{url}/login"))
+            first = decode_signed_value(SECRET, "user", browser.cookies["user"].strip('"')).decode()
+            assert holder["sessions"].live(first) is not None
+            sent = httpx.URL(browser.get(f"{url}/login").headers["location"])
+            assert "prompt" not in sent.params
+            browser.get(provider_sign_in(browser, sent, "alice", password("alice"), f"{url}/login"))
+            second = decode_signed_value(SECRET, "user", browser.cookies["user"].strip('"')).decode()
+            assert second != first and holder["sessions"].live(second) is not None
+            assert holder["sessions"].live(first) is None

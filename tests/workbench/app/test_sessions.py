@@ -253,3 +253,72 @@ def _sign_in_over_http(client: httpx.Client, url: str, headers: dict[str, str] |
                          headers={"Cookie": f"{TOKEN}={token}", **(headers or {})})
     assert answer.status_code == 302, answer.text
     return page.headers.get_list("set-cookie") + answer.headers.get_list("set-cookie")
+
+
+# Issue 63, defect 1: a page (Bokeh session) belongs to the sign-in session that opened it.
+
+
+def _page_token(client: httpx.Client, url: str) -> str:
+    page = client.get(f"{url}/workbench")
+    assert page.status_code == 200
+    return re.search(r'"token":\s*"([^"]+)"', page.text).group(1)
+
+
+def test_a_link_cannot_choose_the_pages_session(server):
+    """Before, `/workbench?bokeh-session-id=X` (kept through the sign-in redirect) opened the page
+    under the session id its link chose, one another person could then attach to."""
+    from bokeh.util.token import generate_session_id
+
+    url, _ = server
+    with httpx.Client(timeout=60) as ana:
+        sign_in(ana, url)
+        chosen = generate_session_id(signed=False)
+        for params, headers in (({"bokeh-session-id": chosen}, {}), ({"bokeh-token": _page_token(ana, url)}, {}),
+                                ({}, {"Bokeh-Session-Id": chosen})):
+            refused = ana.get(f"{url}/workbench", params=params, headers=headers)
+            assert refused.status_code == 403 and '"token"' not in refused.text, params or headers
+        # The link survives the sign-in redirect: still refused after it.
+        with httpx.Client(timeout=60) as bo:
+            landed = sign_in(bo, url, "bo", next_url=f"/workbench?bokeh-session-id={chosen}")
+            assert bo.get(url + landed.headers["location"]).status_code == 403
+        # A page the server makes has a signed session id (Bokeh's `sign_sessions`).
+        from bokeh.util.token import get_session_id
+
+        assert get_session_id(_page_token(ana, url)).count(".") == 1
+
+
+def _forged(token: str, signature: str | None) -> str:
+    """`token`'s payload (its session id kept) unsigned, or with another signature."""
+    body = token.split(".", 1)[0]
+    return body if signature is None else f"{body}.{signature}"
+
+
+def test_a_websocket_carrying_another_sign_ins_token_is_refused(server):
+    """Before, the handshake asked only that the cookie name some live sign-in, then attached to
+    whatever session the token named: ana's cookie with bo's page token acted in bo's page."""
+    url, _ = server
+    with httpx.Client(timeout=60) as ana, httpx.Client(timeout=60) as bo:
+        ana_cookie, bo_cookie = user_cookie(sign_in(ana, url, "ana")), user_cookie(sign_in(bo, url, "bo"))
+        ana_token, bo_token = _page_token(ana, url), _page_token(bo, url)
+        assert _run(_websocket(url, ana_cookie, ana_token)) == 101
+        assert _run(_websocket(url, bo_cookie, bo_token)) == 101
+        assert _run(_websocket(url, ana_cookie, bo_token)) == 403  # bo's page, ana's browser
+        assert _run(_websocket(url, bo_cookie, ana_token)) == 403
+        # A hand-made token for bo's page: unsigned, or signed with anything but the server's key.
+        assert _run(_websocket(url, ana_cookie, _forged(bo_token, None))) == 403
+        assert _run(_websocket(url, ana_cookie, _forged(bo_token, "A" * 43))) == 403
+        assert _run(_websocket(url, bo_cookie, "not a token")) == 403
+        # bo signs out: his page's token opens nothing for anyone.
+        bo.get(f"{url}/logout")
+        assert _run(_websocket(url, bo_cookie, bo_token)) == 403
+
+
+def test_signing_in_again_without_signing_out_ends_the_earlier_session(server):
+    """Issue 63, defect 4: before, the earlier session stayed live beside the new one."""
+    url, _ = server
+    with httpx.Client(timeout=60) as browser:
+        first = user_cookie(sign_in(browser, url, "ana"))
+        assert _opens(url, first)
+        second = user_cookie(sign_in(browser, url, "bo"))
+        assert second != first and _opens(url, second)
+        assert not _opens(url, first)
