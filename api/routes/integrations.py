@@ -13,6 +13,7 @@ from api.routing import Endpoint, Routes
 from api.runtime import runtime
 from gate.errors import GateError
 from gate.events.notices import slack_client
+from gate.events.outbound import for_settings
 from gate.services.slack_actions import MAX_BODY_BYTES, SlackActions, parse, responder, verify
 
 routes = Routes("integrations", __name__)
@@ -26,10 +27,11 @@ _ERRORS = ("SLACK_NOT_CONFIGURED", "REQUEST_TOO_LARGE", "SLACK_REQUEST_STALE", "
 def _actions() -> SlackActions:
     rt = runtime()
     settings = rt.settings
+    outbound = for_settings(settings)
     update = None
     if settings.slack_bot_token:
-        update = slack_client(settings.slack_bot_token, settings.slack_api_url).chat_update
-    return SlackActions(rt.holds, settings.grants_file, update, responder(settings.slack_api_url))
+        update = slack_client(settings.slack_bot_token, settings.slack_api_url, outbound).chat_update
+    return SlackActions(rt.holds, settings.grants_file, update, responder(settings.slack_api_url, outbound))
 
 
 @routes.route(Endpoint(

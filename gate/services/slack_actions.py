@@ -37,7 +37,8 @@ from urllib.parse import parse_qs, urlsplit
 from gate.clock import Clock
 from gate.errors import GateError
 from gate.events.notices import APPROVE, DENY, resolved_blocks
-from gate.events.targets import TargetRefused, check
+from gate.events.outbound import Outbound
+from gate.events.targets import TargetRefused
 from gate.grants import AccessConfigError, Grants, load_grants
 from gate.principals import Principal, permissions_of
 from gate.services.holds import HoldService, HoldStep
@@ -201,12 +202,13 @@ def mrkdwn_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def responder(api_url: str, timeout: float = 2.0) -> Callable[[str, str], None]:
+def responder(api_url: str, outbound: Outbound, timeout: float = 2.0) -> Callable[[str, str], None]:
     """Posts an ephemeral message to an interaction's `response_url`. SECURITY (SSRF): the URL is
     the payload's text, so it is posted to only when its host is `hooks.slack.com` (https) or the
-    host of the configured GATE_SLACK_API_URL (same scheme), and it passes the webhook targets'
-    URL checks (gate.events.targets.check: no credentials, no control characters, and
-    hooks.slack.com resolving to public addresses only); anything else raises TargetRefused."""
+    host, scheme and port of the configured GATE_SLACK_API_URL, and then through the one outbound
+    client (gate.events.outbound: no credentials or control characters, resolved once to public
+    addresses only unless GATE_OUTBOUND_ALLOW_HOSTS names the host, connected to the address
+    checked, no redirect followed); anything else raises TargetRefused, a non-200 answer OSError."""
     api = urlsplit(api_url)
 
     def respond(url: str, text: str) -> None:
@@ -214,13 +216,11 @@ def responder(api_url: str, timeout: float = 2.0) -> Callable[[str, str], None]:
         if not ((parts.scheme, parts.hostname) == ("https", SLACK_HOOKS)
                 or (parts.scheme, parts.hostname, parts.port) == (api.scheme, api.hostname, api.port)):
             raise TargetRefused("a response_url must be on hooks.slack.com or the GATE_SLACK_API_URL host")
-        check(url, {api.hostname} if api.hostname else set())
-        from slack_sdk.webhook import WebhookClient  # the server extra carries slack_sdk
-
-        answer = WebhookClient(url, timeout=int(timeout) or 1).send(
-            text=text, response_type="ephemeral", replace_original=False)
-        if answer.status_code != 200:
-            raise OSError(f"Slack answered {answer.status_code}")
+        body = json.dumps({"text": text, "response_type": "ephemeral", "replace_original": False}).encode("utf-8")
+        answer = outbound.request("POST", url, body, {"Content-Type": "application/json; charset=utf-8"},
+                                  timeout=timeout)
+        if answer.status != 200:
+            raise OSError(f"Slack answered {answer.status}")
 
     return respond
 

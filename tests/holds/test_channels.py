@@ -22,6 +22,7 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from gate.events.notices import slack_blocks
+from gate.events.outbound import Outbound
 from gate.holds.events import verify_resolution
 from gate.holds.policy import HoldPolicy, weakenings
 from tests.holds.support import Holds, MovingClock, held_request, policy, queue
@@ -483,7 +484,7 @@ def test_a_refused_click_is_told_to_the_clicker_alone_through_a_slack_response_u
         answer = _signed(client, _interaction(record["decision_id"], user=BOB, response_url=elsewhere), clock.now())
         assert answer.status_code == 403
     assert len(slack_api.calls) == 2
-    respond = responder("https://slack.com/api/")
+    respond = responder("https://slack.com/api/", Outbound())
     for bad in ("https://hooks.slack.com.evil.example/x", "http://hooks.slack.com/x",
                 "https://u:p@hooks.slack.com/x", "https://hooks.slack.com/x\r\nHost: evil"):
         with pytest.raises(GateError) as refused:
