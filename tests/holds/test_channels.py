@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import socket
 import threading
 import time
@@ -323,9 +324,19 @@ def test_a_signed_slack_approval_resolves_as_the_mapped_person_and_wakes_the_lon
     assert at - sent < 1.0 and resolution["state"] == "approved" and resolution["approved"] is True
     update = [c for c in slack_api.calls if c[0] == "chat.update"]
     assert update and update[0][1]["ts"] == "1700000000.000100" and "approved" in json.dumps(update[0][1])
+    assert update[0][2] == "Bearer xoxb-test"  # the bot token of GATE_SLACK_BOT_TOKEN
     # The signed resolution verifies offline with the gate's trust anchors, as the Inbox's does.
     check = verify_resolution(record, resolution["resolution"], gate.extensions["gate"].signing.trust_anchors())
     assert check.verified and check.approved
+
+
+def test_without_a_bot_token_a_click_resolves_and_no_update_is_tried(make_app, keys, grants, clock, caplog):
+    app = make_app({"GATE_SLACK_SIGNING_SECRET": SECRET, "GATE_GRANTS_FILE": str(grants)}, clock=clock)
+    record = _held(app, keys)
+    with caplog.at_level(logging.WARNING, logger="gate.notify"):
+        answer = _signed(app.test_client(), _interaction(record["decision_id"]), clock.now())
+    assert answer.status_code == 200 and answer.get_json()["hold"]["state"] == "approved"
+    assert [r.getMessage() for r in caplog.records if r.name == "gate.notify"] == []
 
 
 def test_a_digest_s_message_keeps_the_other_holds_buttons_once_one_is_resolved(gate, keys, slack_api, clock):
