@@ -26,9 +26,10 @@ from api.runtime import GateRuntime
 from gate.adapters import AdapterRegistry
 from gate.clock import Clock, IdSource
 from gate.errors import GateError
+from gate.events.outbound import check_operator_urls
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
-from gate.settings import Settings
+from gate.settings import Settings, SettingsError
 from workbench.services.root import compose, live_signing
 
 log = logging.getLogger("gate.api")
@@ -60,6 +61,10 @@ def create_app(
     """The API: the core's services over the ledger of `settings`, its routes, request checks and
     error bodies. The keyword arguments replace a part (tests, benchmarks); None builds it from `settings`."""
     settings = settings or Settings.from_env()
+    try:  # SECURITY (SSRF): the operator's own outbound URLs, before anything starts
+        check_operator_urls(settings)
+    except ValueError as refused:
+        raise SettingsError(str(refused)) from None
     ledger = ledger or Ledger(settings.database_url, pool_size=settings.ledger_pool_size,
                               group_commit=settings.ledger_group_commit)
     if settings.auto_migrate:

@@ -37,6 +37,7 @@ from typing import Any
 
 from api.auth import SCOPE_HEADER, AuthFailure
 from gate import oidc
+from gate.events.outbound import for_settings
 from gate.grants import AccessConfigError, CIRun, Grants, ci_id, load_grants
 from gate.principals import Principal, permissions_of
 from gate.services.decide import Caller
@@ -91,7 +92,7 @@ class CIPrincipals:
     """The CI issuer of one app: its discovery, its keys and the grants of its principals."""
 
     def __init__(self, settings: Settings, clock: Callable[[], float], *,
-                 fetch: Callable[[str], dict[str, Any]] = oidc.fetch_json,
+                 fetch: Callable[[str], dict[str, Any]] | None = None,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         if settings.ci_issuer is None or settings.ci_audience is None or settings.grants_file is None:
             raise ValueError("CIPrincipals needs GATE_CI_ISSUER, GATE_CI_AUDIENCE and GATE_GRANTS_FILE")
@@ -102,7 +103,10 @@ class CIPrincipals:
         self.write_events = frozenset(settings.ci_write_events)
         limits = settings.plans[CI_PLAN]
         self.rate_limit, self.monthly_cap = limits["rate_limit"], limits["monthly_cap"]
-        self.clock, self.fetch, self.monotonic = clock, fetch, monotonic
+        # every fetch (discovery, JWKS) through the one outbound client (gate.events.outbound)
+        outbound = for_settings(settings)
+        self.fetch = fetch or (lambda url: oidc.fetch_json(url, outbound=outbound))
+        self.clock, self.monotonic = clock, monotonic
         self.grants = GrantsWatch(settings.grants_file, monotonic)
         self._lock = threading.Lock()
         self._discovery: tuple[str, tuple[str, ...]] | None = None  # (jwks_uri, algorithms)

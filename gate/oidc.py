@@ -27,8 +27,8 @@ import ipaddress
 import json
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
+from http.client import HTTPException
 from typing import Any
 
 from joserfc import jwt
@@ -37,6 +37,8 @@ from joserfc.jwk import KeySet
 from joserfc.jwt import ClaimsOption
 
 from gate.errors import Signal
+from gate.events.outbound import Outbound, from_environment
+from gate.events.targets import TargetRefused
 
 # Asymmetric signatures only: `none` and the HMAC ones (keyed with a client secret) are refused.
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
@@ -46,6 +48,7 @@ MAX_TOKEN_CHARS = 16_384  # an ID token with many groups fits; a token larger is
 MAX_CI_LIFETIME_SECONDS = 3600  # a CI token's exp − iat (GitHub's and GitLab's are minutes to an hour)
 FETCH_TIMEOUT = 15.0
 MAX_DOCUMENT_BYTES = 1_048_576  # a discovery document or a JWKS larger is refused
+MAX_REDIRECTS = 3  # an issuer's document may move (each hop checked as the first)
 
 
 class TokenRefused(Signal):
@@ -85,18 +88,26 @@ def signing_algorithms(announced: object) -> tuple[str, ...]:
     return algorithms
 
 
-def fetch_json(url: str, timeout: float = FETCH_TIMEOUT) -> dict[str, Any]:
-    """A JSON object from an https (or loopback http) URL, at most MAX_DOCUMENT_BYTES (ValueError otherwise)."""
-    check_url(url, "the address", url)
+def fetch_json(url: str, timeout: float = FETCH_TIMEOUT, outbound: Outbound | None = None) -> dict[str, Any]:
+    """A JSON object from an https (or loopback http) URL, at most MAX_DOCUMENT_BYTES, through the
+    one outbound client (gate.events.outbound: resolved once, connected to the address checked,
+    an internal host refused unless GATE_OUTBOUND_ALLOW_HOSTS names it, at most
+    `MAX_REDIRECTS` redirects each checked anew); ValueError otherwise."""
+    client = outbound or from_environment()
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310  # https or loopback http, checked above
-            body = response.read(MAX_DOCUMENT_BYTES + 1)
-    except OSError as exc:
+        answer = client.request("GET", url, headers={"Accept": "application/json"}, redirects=MAX_REDIRECTS,
+                                timeout=timeout, max_bytes=MAX_DOCUMENT_BYTES,
+                                each_url=lambda hop: check_url(hop, "the address", hop))
+    except TargetRefused as refused:
+        raise ValueError(f"cannot read {url}: {refused.message}") from None
+    except (OSError, HTTPException) as exc:
         raise ValueError(f"cannot read {url}: {exc}") from None
-    if len(body) > MAX_DOCUMENT_BYTES:
+    if answer.status != 200:
+        raise ValueError(f"{url} answers {answer.status}")
+    if len(answer.body) > MAX_DOCUMENT_BYTES:
         raise ValueError(f"{url} answers more than {MAX_DOCUMENT_BYTES} bytes")
     try:
-        document = json.loads(body)
+        document = json.loads(answer.body)
     except ValueError:
         raise ValueError(f"{url} does not answer JSON") from None
     if not isinstance(document, dict):

@@ -165,6 +165,9 @@ class Settings:
     # its lease on a subscription (docs/events.md, "Guarantees"); how long delivered events and
     # delivery attempts are kept (days, 0 for ever: docs/events.md, "Retention").
     webhook_allow_hosts: tuple[str, ...] = ()
+    # Every outbound request (gate.events.outbound): hosts the operator's own URLs (Slack's API,
+    # the SMTP server, the CI issuer, the workbench's provider) may name although they resolve inside.
+    outbound_allow_hosts: tuple[str, ...] = ()
     events_dispatch: bool = True
     events_interval_ms: int = 1000
     events_lease_seconds: int = 60
@@ -241,8 +244,8 @@ class Settings:
             **_operations_settings(env),
             checkpoint_log=_checkpoint_log(env.get("GATE_CHECKPOINT_LOG", ""), home),
             checkpoint_every=_whole(env.get("GATE_CHECKPOINT_EVERY", "100"), "GATE_CHECKPOINT_EVERY", 0, 1_000_000),
-            webhook_allow_hosts=tuple(h.strip() for h in env.get("GATE_WEBHOOK_ALLOW_HOSTS", "").split(",")
-                                      if h.strip()),
+            webhook_allow_hosts=_hosts(env, "GATE_WEBHOOK_ALLOW_HOSTS"),
+            outbound_allow_hosts=_hosts(env, "GATE_OUTBOUND_ALLOW_HOSTS"),
             events_dispatch=_flag(env.get("GATE_EVENTS_DISPATCH", "true"), "GATE_EVENTS_DISPATCH"),
             nats_url=env.get("GATE_NATS_URL") or None,
             nats_stream=env.get("GATE_NATS_STREAM", DEFAULT_NATS_STREAM),
@@ -294,6 +297,11 @@ def _whole(value: str, name: str, low: int, high: int) -> int:
     if not low <= number <= high:
         raise SettingsError(f"{name} must be a whole number from {low} to {high}, not {value!r}")
     return number
+
+
+def _hosts(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    """A comma-separated list of host names or literal addresses."""
+    return tuple(h.strip() for h in env.get(name, "").split(",") if h.strip())
 
 
 def _http_url(value: str | None, name: str) -> str | None:

@@ -32,6 +32,11 @@ def _pg_available() -> bool:
 
 
 PG_AVAILABLE = _pg_available()
+# The tests' own receivers (Slack, SMTP, the OpenID Connect providers) listen on loopback: every
+# outbound request refuses an internal host unless the operator names it (gate.events.outbound).
+# Set here for the in-process workbench and the processes the tests start; each gate environment
+# names it too (gate_environment), and the tests of the refusal take it away.
+os.environ.setdefault("GATE_OUTBOUND_ALLOW_HOSTS", "127.0.0.1,localhost")
 
 # Under mutation testing (scripts/mutation sets GATE_MUTATION_EXAMPLES) every property test runs
 # at most that many examples, derandomized and without the example database: a mutant must get
@@ -147,6 +152,8 @@ def gate_environment(home: Path, database_url: str) -> dict[str, str]:
         "GATE_DATABASE_URL": database_url,
         "GATE_SIGNING_KEY_FILE": str(keyring),
         "GATE_POLICY_DIR": str(ROOT / "gate" / "data" / "rulebooks"),
+        # the tests' own receivers (Slack, SMTP, OpenID Connect provider) listen on loopback
+        "GATE_OUTBOUND_ALLOW_HOSTS": "127.0.0.1,localhost",
     }
 
 

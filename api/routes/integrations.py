@@ -5,6 +5,8 @@ before anything else is read."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from flask import Response, request
 
 from api.bodies import read_body
@@ -13,6 +15,7 @@ from api.routing import Endpoint, Routes
 from api.runtime import runtime
 from gate.errors import GateError
 from gate.events.notices import slack_client
+from gate.events.outbound import for_settings
 from gate.services.slack_actions import MAX_BODY_BYTES, SlackActions, parse, responder, verify
 
 routes = Routes("integrations", __name__)
@@ -23,13 +26,14 @@ _ERRORS = ("SLACK_NOT_CONFIGURED", "REQUEST_TOO_LARGE", "SLACK_REQUEST_STALE", "
            "HOLD_RESOLUTION_INVALID", "HOLD_BUSY", "LEDGER_UNAVAILABLE")
 
 
-def _actions() -> SlackActions:
+def _actions(grants_file: Path) -> SlackActions:
     rt = runtime()
     settings = rt.settings
+    outbound = for_settings(settings)
     update = None
     if settings.slack_bot_token:
-        update = slack_client(settings.slack_bot_token, settings.slack_api_url).chat_update
-    return SlackActions(rt.holds, settings.grants_file, update, responder(settings.slack_api_url))
+        update = slack_client(settings.slack_bot_token, settings.slack_api_url, outbound).chat_update
+    return SlackActions(rt.holds, grants_file, update, responder(settings.slack_api_url, outbound))
 
 
 @routes.route(Endpoint(
@@ -44,12 +48,13 @@ def _actions() -> SlackActions:
     errors=_ERRORS, tags=("holds",), budget="public"))
 def slack_interactions() -> Response:
     rt = runtime()
-    if not rt.settings.slack_signing_secret or rt.settings.grants_file is None:
+    secret, grants_file = rt.settings.slack_signing_secret, rt.settings.grants_file
+    if not secret or grants_file is None:  # the one check of both (step 1)
         raise GateError("SLACK_NOT_CONFIGURED", "this gate has no Slack signing secret "
                         "(GATE_SLACK_SIGNING_SECRET) or no grants file (GATE_GRANTS_FILE)")
     body = read_body(request, MAX_BODY_BYTES)  # SECURITY: bounded before anyone is known
-    verify(rt.settings.slack_signing_secret, rt.holds.clock, body,
+    verify(secret, rt.holds.clock, body,
            request.headers.get("X-Slack-Request-Timestamp"), request.headers.get("X-Slack-Signature"))
-    answer = _actions().act(parse(body))
+    answer = _actions(grants_file).act(parse(body))
     rt.wake_dispatcher()
     return json_response(200, answer)

@@ -10,14 +10,15 @@ link never approves: it opens the hold in the Inbox after sign-in.
 
 Sending: `send_email` speaks SMTP to the operator's server (`smtp://`, STARTTLS when the server
 offers it; `smtps://`, TLS from the start; credentials from the URL), `post_slack` calls
-`chat.postMessage` with `slack_sdk`. Both raise on any failure; the caller retries.
+`chat.postMessage` (`SlackAPI`). Both go through the one outbound client (gate.events.outbound:
+the address checked is the address connected to, no redirect) and raise on any failure; the
+caller retries.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import smtplib
 import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 from typing import Any
 from urllib.parse import unquote, urlsplit
+
+from gate.events.outbound import Outbound
 
 MAX_FACTS = 12
 MAX_VALUE = 200
@@ -140,16 +143,13 @@ def email_message(sender: str, recipients: Sequence[str], notices: Sequence[Noti
     return message
 
 
-def send_email(url: str, message: EmailMessage, timeout: float = TIMEOUT_SECONDS) -> None:
+def send_email(url: str, message: EmailMessage, timeout: float = TIMEOUT_SECONDS,
+               outbound: Outbound | None = None) -> None:
     """Deliver through the operator's server; raises (OSError, smtplib.SMTPException) on failure."""
     parts = urlsplit(url)
-    host, user, password = parts.hostname or "", parts.username, parts.password
+    user, password = parts.username, parts.password
     context = ssl.create_default_context()
-    client: smtplib.SMTP
-    if parts.scheme == "smtps":
-        client = smtplib.SMTP_SSL(host, parts.port or 465, timeout=timeout, context=context)
-    else:
-        client = smtplib.SMTP(host, parts.port or 25, timeout=timeout)
+    client = (outbound or Outbound()).smtp(url, timeout, context)
     with client:
         client.ehlo()
         if parts.scheme == "smtp" and client.has_extn("starttls"):
@@ -188,17 +188,45 @@ def slack_blocks(notices: Sequence[Notice]) -> list[dict[str, Any]]:
     return blocks
 
 
-def slack_client(token: str, base_url: str) -> Any:
-    from slack_sdk import WebClient  # the server extra carries slack_sdk; imported where Slack is configured
+class SlackAPI:
+    """Slack's Web API methods the gate calls (`chat.postMessage`, `chat.update`), as JSON posts
+    through the one outbound client; OSError (or TargetRefused) unless Slack answers 200 with `ok`."""
 
-    return WebClient(token=token, base_url=base_url if base_url.endswith("/") else base_url + "/",
-                     timeout=int(TIMEOUT_SECONDS))
+    def __init__(self, token: str, base_url: str, outbound: Outbound) -> None:
+        self.base_url = base_url if base_url.endswith("/") else base_url + "/"
+        self._token, self.outbound = token, outbound
+
+    def call(self, method: str, **payload: Any) -> dict[str, Any]:
+        answer = self.outbound.request(
+            "POST", self.base_url + method, json.dumps(payload).encode("utf-8"),
+            {"Authorization": f"Bearer {self._token}", "Content-Type": "application/json; charset=utf-8"},
+            timeout=TIMEOUT_SECONDS)
+        if answer.status != 200:
+            raise OSError(f"Slack answered {answer.status} to {method}")
+        try:
+            document = json.loads(answer.body)
+        except ValueError:
+            raise OSError(f"Slack's answer to {method} is not JSON") from None
+        if not isinstance(document, dict) or document.get("ok") is not True:
+            error = document.get("error") if isinstance(document, dict) else None
+            raise OSError(f"Slack refused {method}: {str(error)[:100]}")
+        return document
+
+    def chat_postMessage(self, **payload: Any) -> dict[str, Any]:
+        return self.call("chat.postMessage", **payload)
+
+    def chat_update(self, **payload: Any) -> dict[str, Any]:
+        return self.call("chat.update", **payload)
+
+
+def slack_client(token: str, base_url: str, outbound: Outbound | None = None) -> SlackAPI:
+    return SlackAPI(token, base_url, outbound or Outbound())
 
 
 def post_slack(client: Any, channel: str, notices: Sequence[Notice]) -> tuple[str | None, str | None,
                                                                              list[dict[str, Any]]]:
     """`chat.postMessage`; the message's channel id and `ts` as Slack answered, and its blocks.
-    Raises `slack_sdk.errors.SlackApiError` (or OSError) on failure."""
+    Raises OSError (or TargetRefused) on failure."""
     first = notices[0]
     text = (f"Review needed in {first.scope}: decision {first.decision_id}" if len(notices) == 1
             else f"{len(notices)} held actions to review in {first.scope}")

@@ -29,6 +29,10 @@ class TargetRefused(CodedError):
     CODE = "EVENT_TARGET_REFUSED"
 
 
+class Unresolved(TargetRefused):
+    """The host does not resolve (now: a later connection checks again)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     scheme: str
@@ -56,7 +60,10 @@ def _resolve(host: str, port: int) -> list[str]:
 #   every reading must be public;
 # - 6to4 2002::/16 (RFC 3056 section 2): bits 16-47;
 # - Teredo 2001::/32 (RFC 4380 section 4): the server at bits 32-63, the client in the last 32
-#   bits with every bit inverted (XOR 0xffffffff).
+#   bits with every bit inverted (XOR 0xffffffff);
+# - ISATAP (RFC 5214 section 6.1): under any /64 prefix, an interface identifier of
+#   0000:5efe or 0200:5efe (the universal/local bit either way) followed by the IPv4 address in
+#   the last 32 bits; read in addition to whatever the prefix carries.
 _MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
 _COMPATIBLE = ipaddress.IPv6Network("::/96")
 _SIIT = ipaddress.IPv6Network("::ffff:0:0:0/96")
@@ -64,6 +71,7 @@ _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
 _SIX_TO_FOUR = ipaddress.IPv6Network("2002::/16")
 _TEREDO = ipaddress.IPv6Network("2001::/32")
+_ISATAP, _ISATAP_UL = 0x00005EFE, 0x02000000  # bits 64-95 of an ISATAP address, and its u/l bit
 # RFC 6052 section 2.2: (prefix length, the bit ranges (from, to) of the IPv4 address, counted from
 # the top of the 128 bits), the u octet (bits 64-71) skipped.
 _RFC6052_LAYOUTS = ((48, ((48, 64), (72, 88))), (56, ((56, 64), (72, 96))), (64, ((72, 104),)),
@@ -85,6 +93,12 @@ def _rfc6052(value: int, ranges: tuple[tuple[int, int], ...]) -> ipaddress.IPv4A
 
 def embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
     """Every IPv4 address `ip` may stand for (the comment above); () for a plain IPv6 address."""
+    isatap = (ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF),) if _bits(int(ip), 64, 96) & ~_ISATAP_UL == _ISATAP else ()
+    return _prefix_ipv4(ip) + isatap
+
+
+def _prefix_ipv4(ip: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """The IPv4 addresses the prefixes above carry in `ip`."""
     value, last = int(ip), ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     if ip in _MAPPED or ip in _COMPATIBLE or ip in _SIIT or ip in _NAT64:
         return (last,)
@@ -110,7 +124,8 @@ def public(address: str) -> bool:
     return _public_ip(ip) and all(_public_ip(v4) for v4 in embedded_ipv4(ip))
 
 
-def check(url: object, allow_hosts: Collection[str], resolve: Resolver = _resolve) -> Target:
+def check(url: object, allow_hosts: Collection[str], resolve: Resolver = _resolve,
+          setting: str = "GATE_WEBHOOK_ALLOW_HOSTS") -> Target:
     """The target `url` names, or TargetRefused."""
     if not isinstance(url, str) or not url or len(url) > MAX_URL_LENGTH:
         raise TargetRefused(f"url must be a string of at most {MAX_URL_LENGTH} characters")
@@ -127,21 +142,29 @@ def check(url: object, allow_hosts: Collection[str], resolve: Resolver = _resolv
         raise TargetRefused("url has an invalid port") from exc
     if not host:
         raise TargetRefused("url must name a host")
-    port = port or (443 if parts.scheme == "https" else 80)
-    try:
-        addresses = resolve(host, port)
-    except (OSError, UnicodeError) as exc:
-        raise TargetRefused(f"the host {host} does not resolve") from exc
-    if not addresses:
-        raise TargetRefused(f"the host {host} does not resolve")
-    allowed = host in allow_hosts
-    if not allowed:
-        inside = [a for a in addresses if not public(a)]
-        if inside:
-            raise TargetRefused(f"the host {host} resolves to a private, loopback, link-local or reserved "
-                                f"address ({inside[0]}); an operator may allow it by name "
-                                "(GATE_WEBHOOK_ALLOW_HOSTS)")
+    if port == 0:
+        raise TargetRefused("url has an invalid port (0 names no port to connect to)")
+    port = (443 if parts.scheme == "https" else 80) if port is None else port
+    address = checked_address(host, port, allow_hosts, resolve, setting)
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
-    return Target(parts.scheme, host, port, path, addresses[0])
+    return Target(parts.scheme, host, port, path, address)
+
+
+def checked_address(host: str, port: int, allow_hosts: Collection[str], resolve: Resolver = _resolve,
+                    setting: str = "GATE_WEBHOOK_ALLOW_HOSTS") -> str:
+    """The address to connect to for `host`: resolved once, every answer public unless the host is
+    in `allow_hosts` (the `setting` that names them, for the message); TargetRefused otherwise."""
+    try:
+        addresses = resolve(host, port)
+    except (OSError, UnicodeError) as exc:
+        raise Unresolved(f"the host {host} does not resolve") from exc
+    if not addresses:
+        raise Unresolved(f"the host {host} does not resolve")
+    if host not in allow_hosts:
+        inside = [a for a in addresses if not public(a)]
+        if inside:
+            raise TargetRefused(f"the host {host} resolves to a private, loopback, link-local or reserved "
+                                f"address ({inside[0]}); an operator may allow it by name ({setting})")
+    return addresses[0]

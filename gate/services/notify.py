@@ -50,6 +50,7 @@ from gate.events.notices import (
     send_email,
     slack_client,
 )
+from gate.events.outbound import Outbound, for_settings
 from gate.holds.events import OPEN
 from gate.holds.links import inbox_url
 from gate.holds.policy import Notify, Queue
@@ -91,18 +92,18 @@ class Channel:
         self.closed = closed  # (scope, decision_id) → whether a message was updated to say it closed
 
 
-def email_channel(url: str, sender: str) -> Channel:
+def email_channel(url: str, sender: str, outbound: Outbound | None = None) -> Channel:
     def send(queue: Queue, notices: Sequence[Notice]) -> None:
         assert queue.notify is not None  # noqa: S101 - only queues that name the channel are sent
-        send_email(url, email_message(sender, queue.notify.email, notices))
+        send_email(url, email_message(sender, queue.notify.email, notices), outbound=outbound)
 
     return Channel("email", url, lambda notify: bool(notify.email), send)
 
 
-def slack_channel(token: str, api_url: str, ledger: Ledger) -> Channel:
+def slack_channel(token: str, api_url: str, ledger: Ledger, outbound: Outbound | None = None) -> Channel:
     """Posts each notice and keeps where (`slack_messages`); a closed hold's message then has its
     buttons replaced by the resolution (`chat.update`), a digest keeping the other holds' buttons."""
-    client = slack_client(token, api_url)
+    client = slack_client(token, api_url, outbound)
     messages, holds = SlackMessages(ledger), HoldLedger(ledger)
 
     def send(queue: Queue, notices: Sequence[Notice]) -> None:
@@ -284,8 +285,9 @@ def notifier_from_settings(ledger: Ledger, settings: Any, clock: Clock | None = 
     """The channels `settings` configure (gate.settings: GATE_SMTP_URL and GATE_SMTP_FROM,
     GATE_SLACK_BOT_TOKEN), or None when neither is."""
     channels = []
+    outbound = for_settings(settings)
     if settings.smtp_url and settings.smtp_from:
-        channels.append(email_channel(settings.smtp_url, settings.smtp_from))
+        channels.append(email_channel(settings.smtp_url, settings.smtp_from, outbound))
     if settings.slack_bot_token:
-        channels.append(slack_channel(settings.slack_bot_token, settings.slack_api_url, ledger))
+        channels.append(slack_channel(settings.slack_bot_token, settings.slack_api_url, ledger, outbound))
     return Notifier(ledger, channels, clock, settings.workbench_url) if channels else None

@@ -39,7 +39,8 @@ from urllib.parse import parse_qs, urlsplit
 from gate.clock import Clock
 from gate.errors import GateError
 from gate.events.notices import APPROVE, DENY, resolved_blocks
-from gate.events.targets import TargetRefused, check
+from gate.events.outbound import Outbound
+from gate.events.targets import TargetRefused
 from gate.grants import AccessConfigError, Grants, load_grants
 from gate.holds.events import OPEN
 from gate.principals import Principal, permissions_of
@@ -71,12 +72,11 @@ def _slack_clock(clock: Clock) -> Any:
     return GateClock()
 
 
-def verify(secret: str | None, clock: Clock, body: bytes, timestamp: str | None, signature: str | None) -> None:
-    """Slack's signature over the body, checked with `slack_sdk` (see the module's text)."""
+def verify(secret: str, clock: Clock, body: bytes, timestamp: str | None, signature: str | None) -> None:
+    """Slack's signature over the body, checked with `slack_sdk` (see the module's text; whether a
+    secret is configured at all is the route's first check, made once)."""
     from slack_sdk.signature import SignatureVerifier  # the server extra carries slack_sdk
 
-    if not secret:
-        raise GateError("SLACK_NOT_CONFIGURED", "this gate has no Slack signing secret (GATE_SLACK_SIGNING_SECRET)")
     if timestamp is None or not _TIMESTAMP.fullmatch(timestamp) \
             or abs(clock.now().timestamp() - int(timestamp)) > STALE_SECONDS:
         raise GateError("SLACK_REQUEST_STALE", "the request's X-Slack-Request-Timestamp is missing or more than "
@@ -130,7 +130,7 @@ def parse(body: bytes) -> dict[str, Any]:
 class SlackActions:
     """The interaction's use case over the hold service (see the module's text)."""
 
-    def __init__(self, holds: HoldService, grants_file: Path | None, update: Callable[..., Any] | None = None,
+    def __init__(self, holds: HoldService, grants_file: Path, update: Callable[..., Any] | None = None,
                  respond: Callable[[str, str], None] | None = None) -> None:
         self.holds = holds
         self.grants_file = grants_file
@@ -139,9 +139,6 @@ class SlackActions:
 
     def person(self, team_id: str, user_id: str) -> tuple[Principal, Grants]:
         """The person the grants file maps this Slack user to, and the grants read."""
-        if self.grants_file is None:
-            raise GateError("SLACK_NOT_CONFIGURED", "this gate has no grants file (GATE_GRANTS_FILE) to map Slack "
-                            "users to people")
         try:
             grants = load_grants(self.grants_file)  # read each time: a revoked mapping ends at once
         except AccessConfigError as error:
@@ -207,12 +204,13 @@ def mrkdwn_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def responder(api_url: str, timeout: float = 2.0) -> Callable[[str, str], None]:
+def responder(api_url: str, outbound: Outbound, timeout: float = 2.0) -> Callable[[str, str], None]:
     """Posts an ephemeral message to an interaction's `response_url`. SECURITY (SSRF): the URL is
     the payload's text, so it is posted to only when its host is `hooks.slack.com` (https) or the
-    host of the configured GATE_SLACK_API_URL (same scheme), and it passes the webhook targets'
-    URL checks (gate.events.targets.check: no credentials, no control characters, and
-    hooks.slack.com resolving to public addresses only); anything else raises TargetRefused."""
+    host, scheme and port of the configured GATE_SLACK_API_URL, and then through the one outbound
+    client (gate.events.outbound: no credentials or control characters, resolved once to public
+    addresses only unless GATE_OUTBOUND_ALLOW_HOSTS names the host, connected to the address
+    checked, no redirect followed); anything else raises TargetRefused, a non-200 answer OSError."""
     api = urlsplit(api_url)
 
     def respond(url: str, text: str) -> None:
@@ -220,13 +218,11 @@ def responder(api_url: str, timeout: float = 2.0) -> Callable[[str, str], None]:
         if not ((parts.scheme, parts.hostname) == ("https", SLACK_HOOKS)
                 or (parts.scheme, parts.hostname, parts.port) == (api.scheme, api.hostname, api.port)):
             raise TargetRefused("a response_url must be on hooks.slack.com or the GATE_SLACK_API_URL host")
-        check(url, {api.hostname} if api.hostname else set())
-        from slack_sdk.webhook import WebhookClient  # the server extra carries slack_sdk
-
-        answer = WebhookClient(url, timeout=int(timeout) or 1).send(
-            text=text, response_type="ephemeral", replace_original=False)
-        if answer.status_code != 200:
-            raise OSError(f"Slack answered {answer.status_code}")
+        body = json.dumps({"text": text, "response_type": "ephemeral", "replace_original": False}).encode("utf-8")
+        answer = outbound.request("POST", url, body, {"Content-Type": "application/json; charset=utf-8"},
+                                  timeout=timeout)
+        if answer.status != 200:
+            raise OSError(f"Slack answered {answer.status}")
 
     return respond
 

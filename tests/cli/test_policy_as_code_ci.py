@@ -49,6 +49,7 @@ def in_process(home, monkeypatch):
     for name in [n for n in os.environ if n.startswith("GATE_")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("GATE_HOME", str(home))
+    monkeypatch.setenv("GATE_OUTBOUND_ALLOW_HOSTS", "127.0.0.1,localhost")  # the tests' provider on loopback
     return lambda *argv: main(list(argv))
 
 

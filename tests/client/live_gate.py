@@ -33,7 +33,8 @@ def free_port() -> int:
 
 def clean_env(**extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATE_")}
-    return {**env, **extra}
+    # the tests' receivers and OpenID Connect provider listen on loopback (gate.events.outbound)
+    return {**env, "GATE_OUTBOUND_ALLOW_HOSTS": "127.0.0.1,localhost", **extra}
 
 
 def gate_cli(args: list[str], env: dict, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:

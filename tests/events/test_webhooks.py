@@ -204,6 +204,8 @@ def test_rotation_signs_with_both_secrets_during_the_overlap(gate, admin, receiv
     "http://[2002:a9fe:a9fe::]/", "http://[::a9fe:a9fe]/", "http://[::ffff:0:a9fe:a9fe]/",
     "http://[64:ff9b::a00:1]/", "http://[::ffff:127.0.0.1]/", "http://[2001:0:a00:1:ffff:ffff:80ff:fffe]/",
     "http://[64:ff9b:1:7f08:8:808:808:808]/",
+    # ISATAP interface identifiers under a global prefix (issue 64 item 7), and port 0 of a public address
+    "http://[2600::5efe:7f00:1]/", "http://[2600::200:5efe:a9fe:a9fe]/", "http://93.184.216.34:0/hook",
 ])
 def test_addresses_inside_are_refused_without_an_allowance(make_app, issue_key, url):
     app = make_app()  # no GATE_WEBHOOK_ALLOW_HOSTS
@@ -219,7 +221,7 @@ def test_addresses_inside_are_refused_without_an_allowance(make_app, issue_key, 
     ("https://user:pw@hooks.example.com/in", "credentials"), ("https://user@hooks.example.com/in", "credentials"),
     ("ftp://hooks.example.com/in", "http or https"), ("file://hooks.example.com/in", "http or https"),
     ("https://hooks.example.com/in\x00", "control characters"), ("https://hooks.example.com/a\tb", "control"),
-    ("https://hooks.example.com/a\x7f", "control characters"),
+    ("https://hooks.example.com/a\x7f", "control characters"), ("https://hooks.example.com:0/in", "port"),
 ])
 def test_each_guard_refuses_alone_for_a_host_that_resolves_public(make_app, issue_key, url, reason):
     """The host resolves to a public address here (as it would on the internet), so nothing but

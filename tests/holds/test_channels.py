@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import socket
 import threading
 import time
@@ -21,6 +22,7 @@ from urllib.parse import parse_qs, urlencode
 import pytest
 from aiosmtpd.controller import Controller
 
+from gate.events.outbound import Outbound
 from gate.holds.events import verify_resolution
 from gate.holds.policy import HoldPolicy, weakenings
 from tests.holds.support import Holds, MovingClock, held_request, policy, queue
@@ -326,6 +328,15 @@ def test_a_signed_slack_approval_resolves_as_the_mapped_person_and_wakes_the_lon
     assert check.verified and check.approved
 
 
+def test_without_a_bot_token_a_click_resolves_and_no_update_is_tried(make_app, keys, grants, clock, caplog):
+    app = make_app({"GATE_SLACK_SIGNING_SECRET": SECRET, "GATE_GRANTS_FILE": str(grants)}, clock=clock)
+    record = _held(app, keys)
+    with caplog.at_level(logging.WARNING, logger="gate.notify"):
+        answer = _signed(app.test_client(), _interaction(record["decision_id"]), clock.now())
+    assert answer.status_code == 200 and answer.get_json()["hold"]["state"] == "approved"
+    assert [r.getMessage() for r in caplog.records if r.name == "gate.notify"] == []
+
+
 def test_a_digest_s_message_keeps_the_other_holds_buttons_once_one_is_resolved(gate, keys, slack_api, clock):
     """A click that closes a hold updates its message once (issue 65: the click and the dispatcher
     both sent the same `chat.update`, 12 ms apart), from the dispatcher's pass."""
@@ -507,7 +518,7 @@ def test_a_refused_click_is_told_to_the_clicker_alone_through_a_slack_response_u
         answer = _signed(client, _interaction(record["decision_id"], user=BOB, response_url=elsewhere), clock.now())
         assert answer.status_code == 403
     assert len(slack_api.calls) == 2
-    respond = responder("https://slack.com/api/")
+    respond = responder("https://slack.com/api/", Outbound())
     for bad in ("https://hooks.slack.com.evil.example/x", "http://hooks.slack.com/x",
                 "https://u:p@hooks.slack.com/x", "https://hooks.slack.com/x\r\nHost: evil"):
         with pytest.raises(GateError) as refused:

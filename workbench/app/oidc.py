@@ -49,6 +49,7 @@ from panel.auth import BasicAuthProvider, OAuthLoginHandler, _deserialize_state,
 from panel.config import config
 from panel.io.state import state
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from tornado.ioloop import IOLoop
 from tornado.web import HTTPError
 
 from gate import oidc as tokens
@@ -169,7 +170,8 @@ class OIDCClient:
         else:
             form |= {"client_id": client_id} | ({"client_secret": secret} if secret else {})
         tokens = await self._fetch_json(HTTPRequest(self.discovery.token_endpoint, method="POST", headers=headers,
-                                                    body=urllib.parse.urlencode(form), request_timeout=30))
+                                                    body=urllib.parse.urlencode(form), request_timeout=30,
+                                                    follow_redirects=False))
         id_token = tokens.get("id_token")
         if not isinstance(id_token, str):
             raise SignInFailed("the token response holds no id_token (is `openid` among the scopes?)")
@@ -179,8 +181,11 @@ class OIDCClient:
         """The provider's JWKS, fetched again for a refresh within `gate.oidc.KeyCache`'s bound."""
         keys = self._keys.keys
         if keys is None or self._keys.needs_fetch(refresh):
-            try:
-                keys = self._keys.store(await self._fetch_json(self.discovery.jwks_uri))
+            try:  # through the one outbound client (gate.events.outbound), off the event loop
+                document = await IOLoop.current().run_in_executor(None, tokens.fetch_json, self.discovery.jwks_uri)
+                keys = self._keys.store(document)
+            except ValueError as exc:
+                raise SignInFailed(f"the provider's JWKS cannot be read: {exc}") from None
             except tokens.TokenRefused as exc:
                 raise SignInFailed(str(exc)) from None
         return keys
