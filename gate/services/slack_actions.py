@@ -185,8 +185,7 @@ class SlackActions:
         """A vote that leaves the hold open: the message says how it stands. A vote that closes it
         is told once, by the dispatcher's `notify-slack` pass from its `hold.resolved` event (as a
         hold closed anywhere else is), never here as well (issue 65: two identical updates)."""
-        hold = answer.get("hold") or {}
-        state = hold.get("state") or "voted"
+        state = (answer.get("hold") or {}).get("state")
         if self.update is None or not interaction["channel"] or not interaction["message_ts"] or state != OPEN:
             return
         by = answer.get("event", {}).get("actor", "?")

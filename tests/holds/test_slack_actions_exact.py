@@ -152,7 +152,7 @@ class Holds:
 @pytest.fixture
 def grants(tmp_path):
     path = tmp_path / "grants.json"
-    path.write_text(json.dumps({"users": {"alice": {"tenant_a": ["reviewer"]}},
+    path.write_text(json.dumps({"issuer": "https://idp.example", "users": {"alice": {"tenant_a": ["reviewer"]}},
                                 "slack": {f"{TEAM}/{USER}": "person:https://idp.example#alice"}}))
     return path
 
@@ -168,19 +168,26 @@ def test_the_vote_is_the_mapped_person_s_and_the_message_is_updated(grants):
     (scope, person, permissions, decision_id, body), = holds.calls
     assert (scope, person, decision_id) == ("tenant_a", "https://idp.example#alice", "dec_1")
     assert "resolve" in permissions and body == {"decision": "approve", "reason_code": "SLACK_APPROVE"}
-    (update,) = updates
-    assert (update["channel"], update["ts"], update["text"]) == ("C0123", "1700000000.000100", "Decision dec_1: approved")
-    assert "Decision dec_1: approved (by person:https://idp.example#alice)." in json.dumps(update["blocks"])
+    assert updates == []  # a vote that closes the hold: the dispatcher updates its message, once (issue 65)
     actions.act(_interaction(action="hold_deny"))
-    assert holds.calls[1][4] == {"decision": "deny", "reason_code": "SLACK_DENY"}
-    # A vote that did not close the hold; an answer without event or hold.
-    holds.answer = {"ok": True}
+    assert holds.calls[1][4] == {"decision": "deny", "reason_code": "SLACK_DENY"} and updates == []
+    # A vote that leaves the hold open: the message says how it stands and who voted.
+    holds.answer = {"ok": True, "event": {"actor": "person:https://idp.example#alice"}, "hold": {"state": "open"}}
     actions.act(_interaction())
-    assert updates[-1]["text"] == "Decision dec_1: voted" and "(by ?)" in json.dumps(updates[-1]["blocks"])
+    (update,) = updates
+    assert (update["channel"], update["ts"], update["text"]) == ("C0123", "1700000000.000100", "Decision dec_1: open")
+    assert "Decision dec_1: open (by person:https://idp.example#alice)." in json.dumps(update["blocks"])
+    holds.answer = {"ok": True, "hold": {"state": "open"}}  # an answer without its event
+    actions.act(_interaction())
+    assert "(by ?)" in json.dumps(updates[-1]["blocks"])
+    holds.answer = {"ok": True}  # an answer that says nothing of the hold: nothing is claimed
+    actions.act(_interaction())
+    assert len(updates) == 2
 
 
 def test_the_message_is_updated_only_when_it_can_be_and_a_failed_update_changes_nothing(grants, caplog):
-    holds, updates = Holds(), []
+    holds, updates = Holds(answer={"ok": True, "event": {"actor": "person:https://idp.example#alice"},
+                                   "hold": {"state": "open"}}), []
     for interaction in (_interaction(channel=None), _interaction(message_ts=None)):
         SlackActions(holds, grants, lambda **kw: updates.append(kw)).act(interaction)
     assert updates == [] and len(holds.calls) == 2
