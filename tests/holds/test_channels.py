@@ -328,6 +328,22 @@ def test_a_signed_slack_approval_resolves_as_the_mapped_person_and_wakes_the_lon
     assert check.verified and check.approved
 
 
+def test_a_click_that_leaves_the_hold_open_updates_its_message_at_once_with_the_bot_token(gate, keys, slack_api,
+                                                                                          clock):
+    """One of a quorum of two: the hold stays open and the click's own request tells the message how
+    it stands, through the Slack API the settings name, with the bot token; the closing click's
+    message is the dispatcher's (issue 65)."""
+    admin = Holds(gate.test_client(), keys["admin"])
+    assert admin.put_policy(policy({"default": queue(quorum="two")})).status_code == 200
+    record = _held(gate, keys)
+    answer = _signed(gate.test_client(), _interaction(record["decision_id"]), clock.now())
+    assert answer.status_code == 200 and answer.get_json()["hold"]["state"] == "open", answer.get_json()
+    (method, update, auth), = slack_api.calls
+    assert method == "chat.update" and auth == "Bearer xoxb-test"
+    assert update["channel"] == "C0123CHANNEL" and update["ts"] == "1700000000.000100"
+    assert f"Decision {record['decision_id']}: open (by person:{ISSUER}#alice)." in json.dumps(update)
+
+
 def test_without_a_bot_token_a_click_resolves_and_no_update_is_tried(make_app, keys, grants, clock, caplog):
     app = make_app({"GATE_SLACK_SIGNING_SECRET": SECRET, "GATE_GRANTS_FILE": str(grants)}, clock=clock)
     record = _held(app, keys)

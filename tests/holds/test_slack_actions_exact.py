@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 import pytest
 
 from gate.errors import GateError
+from gate.events.notices import Notice, slack_blocks
 from gate.events.outbound import Answer
 from gate.events.targets import TargetRefused
 from gate.services.slack_actions import (
@@ -183,6 +184,20 @@ def test_the_vote_is_the_mapped_person_s_and_the_message_is_updated(grants):
     holds.answer = {"ok": True}  # an answer that says nothing of the hold: nothing is claimed
     actions.act(_interaction())
     assert len(updates) == 2
+
+
+def test_an_open_hold_s_update_keeps_the_other_holds_of_its_message(grants):
+    """A digest's message: the vote's hold says how it stands, the other hold keeps its buttons."""
+    holds, updates = Holds(answer={"ok": True, "event": {"actor": "person:https://idp.example#alice"},
+                                   "hold": {"state": "open"}}), []
+    notices = [Notice("tenant_a", d, "default", "normal", "2030-01-01T00:00:00Z", "p", None, None, {}, None)
+               for d in ("dec_1", "dec_2")]
+    blocks = slack_blocks(notices)
+    SlackActions(holds, grants, lambda **kw: updates.append(kw)).act(_interaction(blocks=blocks))
+    (update,) = updates
+    assert len(update["blocks"]) == len(blocks)
+    buttons = [e["value"] for b in update["blocks"] if b["type"] == "actions" for e in b["elements"] if "value" in e]
+    assert buttons == ["dec_2", "dec_2"]
 
 
 def test_the_message_is_updated_only_when_it_can_be_and_a_failed_update_changes_nothing(grants, caplog):
