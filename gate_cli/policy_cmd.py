@@ -142,7 +142,7 @@ def add_policy_parsers(sub: Subparsers) -> None:
                             "the dataset's signature may verify with (default: GATE_KEY_REGISTRY)")
         p.add_argument("--key-fingerprint", action="append", default=None, metavar="SHA256",
                        help="with --gate and --dataset: trust the key of this fingerprint the gate publishes at "
-                            "/api/decision/receipt-keys (repeatable; a fingerprint it does not publish is refused)")
+                            "/api/decision/receipt-keys (repeatable; a fingerprint it does not publish is refused; default: none)")
         p.add_argument("--out", default=None, help="folder for each change's signed dry-run "
                                                    "(<scope>/<rulebook_id>/migration.json, report.md, …) and plan.json "
                                                    "(default: GATE_HOME/plans/<time>)")
