@@ -70,8 +70,8 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
      "the gate's own witness log of signed chain checkpoints, outside the ledger; off: none"),
     ("GATE_CHECKPOINT_EVERY", "100", "append a chain's checkpoint to that log every N decisions; 0: on demand only"),
     ("GATE_WEBHOOK_ALLOW_HOSTS", "", "hosts inside the network a webhook may reach, by name (docs/events.md)"),
-    ("GATE_OUTBOUND_ALLOW_HOSTS", "", "hosts inside the network the operator's own URLs may name: Slack's API, "
-     "the SMTP server, the CI issuer and its JWKS (docs/events.md)"),
+    ("GATE_OUTBOUND_ALLOW_HOSTS", "", ("hosts inside the network the operator's own URLs may name: Slack's API, "
+                                       "the SMTP server, the CI issuer and its JWKS (docs/events.md)")),
     ("GATE_EVENTS_DISPATCH", "true", "a webhook and stream dispatcher thread in each gate serve worker"),
     ("GATE_EVENTS_INTERVAL_MS", "1000", "how often a dispatcher looks for due deliveries (50-3600000)"),
     ("GATE_EVENTS_RETENTION_DAYS", "30",
