@@ -42,18 +42,20 @@ import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from http.client import HTTPException
 from typing import Any, NoReturn
 
 from joserfc.jwk import KeySet
 from panel.auth import BasicAuthProvider, OAuthLoginHandler, _deserialize_state, _serialize_state
 from panel.config import config
 from panel.io.state import state
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.ioloop import IOLoop
 from tornado.web import HTTPError
 
 from gate import oidc as tokens
 from gate.errors import CodedError, Signal
+from gate.events.outbound import Answer, from_environment
+from gate.events.targets import TargetRefused
 from gate.principals import Principal
 from workbench.app.access import Identity, identity_from_claims
 from workbench.app.oidc_settings import OIDCSettings
@@ -142,16 +144,26 @@ class OIDCClient:
         self.settings, self.discovery, self.kept_groups, self.clock = settings, discovery, kept_groups, clock
         self._keys = tokens.KeyCache()
 
-    async def _fetch_json(self, request: HTTPRequest | str) -> dict[str, Any]:
+    async def _post_form(self, url: str, form: Mapping[str, str], headers: Mapping[str, str]) -> dict[str, Any]:
+        """POST `form` to the provider through the one outbound client (gate.events.outbound:
+        resolved once, connected to the address checked, no redirect), off the event loop; the JSON
+        object it answers with 200, SignInFailed otherwise."""
+        body = urllib.parse.urlencode(form).encode("ascii")
+
+        def post() -> Answer:
+            return from_environment().request("POST", url, body, headers, timeout=30,
+                                              max_bytes=tokens.MAX_DOCUMENT_BYTES)
+
         try:
-            response = await AsyncHTTPClient().fetch(request)
-        except HTTPClientError as exc:
-            body = exc.response.body[:500] if exc.response is not None and exc.response.body else b""
-            raise SignInFailed(f"the provider answered {exc.code}: {body!r}") from None
-        except OSError as exc:
+            answer = await IOLoop.current().run_in_executor(None, post)
+        except TargetRefused as refused:
+            raise SignInFailed(f"the provider's token endpoint is refused: {refused.message}") from None
+        except (OSError, HTTPException) as exc:
             raise SignInFailed(f"the provider is unreachable: {exc}") from None
+        if answer.status != 200:
+            raise SignInFailed(f"the provider answered {answer.status}: {answer.body[:500]!r}")
         try:
-            document = json.loads(response.body)
+            document = json.loads(answer.body)
         except ValueError:
             raise SignInFailed("the provider's answer is not JSON") from None
         if not isinstance(document, dict):
@@ -169,9 +181,7 @@ class OIDCClient:
             headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
         else:
             form |= {"client_id": client_id} | ({"client_secret": secret} if secret else {})
-        tokens = await self._fetch_json(HTTPRequest(self.discovery.token_endpoint, method="POST", headers=headers,
-                                                    body=urllib.parse.urlencode(form), request_timeout=30,
-                                                    follow_redirects=False))
+        tokens = await self._post_form(self.discovery.token_endpoint, form, headers)
         id_token = tokens.get("id_token")
         if not isinstance(id_token, str):
             raise SignInFailed("the token response holds no id_token (is `openid` among the scopes?)")

@@ -103,6 +103,48 @@ def test_a_wrong_nonce_audience_issuer_expiry_or_signature_is_refused(relying_pa
         _run(client.verify(f"{unsigned}.{body}.", nonce))
 
 
+def test_the_token_exchange_goes_through_the_one_outbound_client(relying_party, monkeypatch):
+    """Issue 64, item 6: the token endpoint's POST went through Tornado's own client, which resolved
+    the host again when it connected. Now an endpoint inside the network is refused before any
+    connection unless GATE_OUTBOUND_ALLOW_HOSTS names its host, and a redirect is not followed."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    settings, discovery, redirect = relying_party
+    inside = discovery.__class__(**{**discovery.__dict__, "token_endpoint": "https://169.254.169.254/token"})
+    client = OIDCClient(settings, inside, frozenset())
+    with pytest.raises(SignInFailed, match=r"token endpoint is refused.*GATE_OUTBOUND_ALLOW_HOSTS"):
+        _run(client.exchange("code", redirect, "verifier"))
+    hits: list[str] = []
+
+    class Moved(BaseHTTPRequestHandler):
+        def do_POST(self):
+            hits.append(self.path)
+            self.send_response(307)
+            self.send_header("Location", "/elsewhere")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Moved)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        moved = discovery.__class__(**{**discovery.__dict__,
+                                       "token_endpoint": f"http://127.0.0.1:{server.server_address[1]}/token"})
+        with pytest.raises(SignInFailed, match="answered 307"):
+            _run(OIDCClient(settings, moved, frozenset()).exchange("code", redirect, "verifier"))
+        assert hits == ["/token"]  # the redirect was not followed
+        monkeypatch.setenv("GATE_OUTBOUND_ALLOW_HOSTS", "")  # loopback not allowed: refused before connecting
+        with pytest.raises(SignInFailed, match="token endpoint is refused"):
+            _run(OIDCClient(settings, moved, frozenset()).exchange("code", redirect, "verifier"))
+        assert hits == ["/token"]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_discovery_must_name_the_configured_issuer_and_offer_pkce(oidc_provider):  # noqa: F811
     document = httpx.get(f"{oidc_provider.issuer}/.well-known/openid-configuration").json()
     with pytest.raises(OIDCConfigError, match="must be identical"):
