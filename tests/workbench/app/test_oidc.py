@@ -107,7 +107,6 @@ def test_the_token_exchange_goes_through_the_one_outbound_client(relying_party, 
     """Issue 64, item 6: the token endpoint's POST went through Tornado's own client, which resolved
     the host again when it connected. Now an endpoint inside the network is refused before any
     connection unless GATE_OUTBOUND_ALLOW_HOSTS names its host, and a redirect is not followed."""
-    import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     settings, discovery, redirect = relying_party
@@ -160,7 +159,7 @@ def test_discovery_must_name_the_configured_issuer_and_offer_pkce(oidc_provider)
 @contextmanager
 def serving(workbench_home, oidc_provider, tmp_path, **options):  # noqa: F811
     """The real workbench server in this process, its people signing in at the provider."""
-    from workbench.app.server import make_server
+    from tests.workbench.app.test_sessions import served
 
     store, _, _ = workbench_home
     port = free_port()
@@ -170,26 +169,9 @@ def serving(workbench_home, oidc_provider, tmp_path, **options):  # noqa: F811
                                              "gate-approvers": {"*": ["approver"]}}}))
     settings = OIDCSettings(oidc_provider.issuer, client_id, client_secret, "groups", SCOPES)
     access = access_for("0.0.0.0", None, grants, settings)
-    started, holder = threading.Event(), {}
-
-    def run() -> None:
-        asyncio.set_event_loop(asyncio.new_event_loop())
-        holder["server"] = server = make_server(store, access, "127.0.0.1", port, cookie_secret=SECRET, **options)
-        server.start()
-        started.set()
-        server.io_loop.start()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert started.wait(60)
-    holder["sessions"] = holder["server"]._tornado.auth_provider.sessions  # the server's session book
-    try:
-        yield f"http://127.0.0.1:{port}", access, holder
-    finally:
-        loop = holder["server"].io_loop
-        loop.add_callback(holder["server"].stop)
-        loop.add_callback(loop.stop)
-        thread.join(30)
+    with served(store, access, "127.0.0.1", port, cookie_secret=SECRET, **options) as server:
+        # the server's session book
+        yield f"http://127.0.0.1:{port}", access, {"server": server, "sessions": server._tornado.auth_provider.sessions}
 
 
 @pytest.fixture

@@ -40,9 +40,17 @@ FOREIGN = ["///evil.example/phish", "////evil.example/", "//evil.example/", "/\\
 @contextmanager
 def running(store, access, address: str = "127.0.0.1", **options):
     """The real workbench server, started in a thread of this process; its port."""
+    port = free_port()
+    with served(store, access, address, port, **options):
+        yield port
+
+
+@contextmanager
+def served(store, access, address: str, port: int, **options):
+    """`make_server` on `port`, started in a thread of this process and stopped after; the server."""
     from workbench.app.server import make_server
 
-    port, started, holder = free_port(), threading.Event(), {}
+    started, holder = threading.Event(), {}
 
     def run() -> None:
         asyncio.set_event_loop(asyncio.new_event_loop())
@@ -55,7 +63,7 @@ def running(store, access, address: str = "127.0.0.1", **options):
     thread.start()
     assert started.wait(60)
     try:
-        yield port
+        yield holder["server"]
     finally:
         loop = holder["server"].io_loop
         loop.add_callback(holder["server"].stop)
