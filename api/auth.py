@@ -29,6 +29,7 @@ from flask import Request
 from gate.errors import Signal
 from gate.keys.apikeys import DEFAULT_PERMISSIONS, hash_api_key, hashes_match, parse_permissions
 from gate.ledger import Ledger
+from gate.principals import Permissions
 from gate.services.decide import Caller
 
 REALM = 'Bearer realm="decision-gate"'
@@ -127,7 +128,7 @@ class Authenticator:
         )
 
 
-def _permissions(stored: str | None) -> frozenset[str]:
+def _permissions(stored: str | None) -> Permissions:
     """The key's permissions; a stored list this build does not know grants only decide (fail closed)."""
     try:
         return parse_permissions(stored)

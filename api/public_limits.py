@@ -29,13 +29,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from flask import Flask, Response, current_app, request
 
 from api.client_limits import client_limit
 from api.errors import error_response
+from api.jsonio import parse_json_bytes, read_json_bytes
 from api.routing import mounted
 from gate.errors import CodedError
+from gate.protocol.canonical import MAX_DOCUMENT_DEPTH
 from gate.settings import Settings
 
 # Flask's own route (the app declares none of its own there), budgeted like the public routes.
@@ -124,5 +127,17 @@ def verification_slot() -> Iterator[None]:
         slots.release()
 
 
+@contextmanager
+def verification_body(max_bytes: int) -> Iterator[Any]:
+    """The one preamble of the public verify routes (exported record, exported packet): the
+    request's body read within `max_bytes` (413), then, holding a verification slot (503
+    `PUBLIC_VERIFY_BUSY` at once when none is free), parsed as strict JSON as deep as a verified
+    document may be (`MAX_DOCUMENT_DEPTH`: it embeds client bodies). The route checks and verifies
+    the parsed body inside the `with`, still holding the slot."""
+    data = read_json_bytes(request, max_bytes)
+    with verification_slot():
+        yield parse_json_bytes(data, max_depth=MAX_DOCUMENT_DEPTH)
+
+
 __all__ = ["HEAVY_KINDS", "UNDECLARED_BUDGETS", "VerificationBusy", "init_public_limits", "public_budgets",
-           "verification_slot"]
+           "verification_body", "verification_slot"]

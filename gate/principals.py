@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal, TypeAlias, TypeGuard, get_args
 
 from gate.errors import GateError
 
@@ -48,19 +48,35 @@ Permission = Literal["decide", "publish", "release", "approve", "resolve", "admi
                      "export"]
 PERMISSIONS: tuple[Permission, ...] = get_args(Permission)
 KEY_PERMISSIONS: tuple[Permission, ...] = ("decide", "publish", "release", "approve", "resolve", "admin")
+# What a principal may do: the type every signature from `permissions_of` (and a key's stored list,
+# gate.keys.apikeys.parse_permissions) to `require` and a page's `may` takes, so a misspelt right
+# is a type error (mypy), never a check that silently fails. Text from outside (a key's list, a
+# typed `--permissions`) becomes one only through `is_permission`.
+Permissions: TypeAlias = frozenset[Permission]
 
 
-def require(permissions: Collection[str], permission: Permission, code: str) -> None:
+def is_permission(name: object) -> TypeGuard[Permission]:
+    """Whether `name` (text from outside: a stored or typed list) is one of the rights."""
+    return name in PERMISSIONS
+
+
+def permits(permissions: Collection[Permission], permission: Permission) -> bool:
+    """Whether `permissions` hold `permission`: what `require` checks and a page shows (never a
+    bare `in`, which a misspelt right would pass type checking)."""
+    return permission in permissions
+
+
+def require(permissions: Collection[Permission], permission: Permission, code: str) -> None:
     """The one check of a right, for every route, service, command and page: refused with `code`,
     the refusing area's (RELEASE_, HOLD_, EVENTS_ or WORKBENCH_PERMISSION_DENIED, 403), naming the
     permission; nothing is changed."""
-    if permission not in permissions:
+    if not permits(permissions, permission):
         raise GateError(code, f"this principal lacks the {permission!r} permission in this scope",
                         permission=permission)
 
 
 # Role -> the permissions it grants.
-ROLE_PERMISSIONS: dict[str, frozenset[Permission]] = {
+ROLE_PERMISSIONS: dict[str, Permissions] = {
     "viewer": frozenset({"read"}),
     "author": frozenset({"read", "draft", "dry_run", "export"}),
     # publish, shadow, canary, halt, rollback, request activation
@@ -271,9 +287,9 @@ def is_member(principal: Principal, members: Collection[str]) -> bool:
     return principal.id in members or principal.holder_id in members
 
 
-def permissions_of(roles: Iterable[str]) -> frozenset[str]:
+def permissions_of(roles: Iterable[str]) -> Permissions:
     """The union of the permissions the roles grant; ValueError on an unknown role."""
-    out: set[str] = set()
+    out: set[Permission] = set()
     for role in roles:
         if role not in ROLE_PERMISSIONS:
             raise ValueError(f"unknown role {role!r}: one of {', '.join(ROLES)}")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from gate.clock import SystemClock, iso_ms
 from gate.errors import CodedError, GateError
-from gate.principals import KEY_PERMISSIONS, Principal
+from gate.principals import KEY_PERMISSIONS, Permissions, Principal
 from gate.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def print_refusal(command: str, error: GateError) -> int:
 
 # The local operator holds the signing key and the ledger: every right (the two-person rule of
 # releases and the four eyes of held actions aside: those compare principals, not rights).
-OPERATOR_PERMISSIONS = frozenset(KEY_PERMISSIONS)
+OPERATOR_PERMISSIONS: Permissions = frozenset(KEY_PERMISSIONS)
 
 
 def operator() -> Principal:

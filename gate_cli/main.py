@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from gate import __version__
 from gate.errors import GateError
 from gate.keys.apikeys import HOLDER_REQUIRED, PERMISSIONS, new_api_key, parse_permissions, permissions_text
-from gate.principals import holder_id, parse_holder
+from gate.principals import Permissions, holder_id, parse_holder
 from gate.settings import DEFAULT_PLANS, Settings, variables_help
 from gate.vocabulary import INTERFACE_VERSION
 from gate_cli.checkpoint_cmd import add_checkpoint_parser
@@ -149,7 +149,7 @@ def key_service(settings: Settings) -> KeyService:
                              checkpoint_log=settings.checkpoint_log)
 
 
-def _holder(holder: str | None, granted: frozenset[str]) -> str | None:
+def _holder(holder: str | None, granted: Permissions) -> str | None:
     """The holder a new key is stored with: checked; required for a key that may act on
     production or governance (its approvals and votes are counted by holder)."""
     if holder is None:

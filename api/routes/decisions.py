@@ -9,8 +9,8 @@ from flask import Response, request
 from api import openapi_params as P
 from api.costs import Weight, charged
 from api.errors import error_response, json_response
-from api.jsonio import parse_json_bytes, read_json, read_json_bytes
-from api.public_limits import verification_slot
+from api.jsonio import read_json
+from api.public_limits import verification_body
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import keyed, requested_view, runtime
 from gate import vocabulary as C
@@ -84,9 +84,8 @@ def describe_verify() -> Response:
 ))
 def verify_exported() -> Response:
     rt = runtime()
-    data = read_json_bytes(request, rt.settings.max_body_bytes)
-    with verification_slot():  # issue 18: 503 at once when the process's public verifications are busy
-        record, original, public_key = _body_fields(parse_json_bytes(data, max_depth=MAX_DOCUMENT_DEPTH))
+    with verification_body(rt.settings.max_body_bytes) as body:  # issue 18: 413, 503 when busy, then parsed
+        record, original, public_key = _body_fields(body)
         if record is None:
             return error_response("REQUEST_INVALID", "record is required",
                                   errors=[{"field": "record", "code": "missing_field", "message": "required"}])

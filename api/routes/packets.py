@@ -17,8 +17,7 @@ from flask import Response, request
 from api import openapi_params as P
 from api.costs import LINKS_PER_UNIT, PACKET_INTELLIGENCE_UNITS, Weight, charged, units
 from api.errors import error_response, json_response
-from api.jsonio import parse_json_bytes, read_json_bytes
-from api.public_limits import verification_slot
+from api.public_limits import verification_body
 from api.query import int_arg
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import GateRuntime, keyed, runtime
@@ -28,7 +27,6 @@ from gate.chain.event_witness import hold_chain_id
 from gate.clock import iso_ms
 from gate.errors import GateError, LedgerUnavailable
 from gate.packets import ChainExcerpt, PacketOptions, PacketSourceError, build_packet, verify_packet
-from gate.protocol.canonical import MAX_DOCUMENT_DEPTH
 from gate.services.chains import packet_chain_excerpt
 from gate.services.decide import Caller
 from gate.services.lifecycle import KINDS
@@ -211,9 +209,7 @@ def describe_packet_verify() -> Response:
 ))
 def verify_exported_packet() -> Response:
     rt = runtime()
-    data = read_json_bytes(request, rt.settings.max_packet_bytes)
-    with verification_slot():  # issue 18: 503 at once when the process's public verifications are busy
-        body = parse_json_bytes(data, max_depth=MAX_DOCUMENT_DEPTH)
+    with verification_body(rt.settings.max_packet_bytes) as body:  # issue 18: 413, 503 when busy, then parsed
         if not isinstance(body, dict) or not isinstance(body.get("packet"), dict) or set(body) - {"packet", "input"}:
             raise GateError("REQUEST_INVALID", "body must be {packet, input?} with packet a JSON object",
                             errors=[{"field": "packet", "code": "invalid_type", "message": "object required"}])

@@ -40,7 +40,7 @@ class AdvisoryRequest:
     response_view: str | None
 
 
-def is_advisory(body: Any) -> bool:
+def is_advisory_body(body: Any) -> bool:
     """Whether `body` asks for an advisory mode (so `DecisionService.decide` dispatches here)."""
     return isinstance(body, dict) and (body.get("mode") is None or body.get("mode") in C.LEGACY_MODES)
 
@@ -50,7 +50,7 @@ def _invalid(field: str, code: str, message: str) -> GateError:
 
 
 def prepare_advisory_request(body: Any, patterns: PatternRegistry) -> AdvisoryRequest:
-    if not is_advisory(body):
+    if not is_advisory_body(body):
         raise _invalid("mode", "invalid_value", "not an advisory request")
     view = body.get("response_view")
     if view is not None and view not in C.VIEWS:
@@ -104,6 +104,6 @@ __all__ = [
     "MAX_QUESTION",
     "RULEBOOK_ONLY",
     "AdvisoryRequest",
-    "is_advisory",
+    "is_advisory_body",
     "prepare_advisory_request",
 ]

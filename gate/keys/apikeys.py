@@ -13,7 +13,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from gate.principals import KEY_PERMISSIONS
+from gate.principals import KEY_PERMISSIONS, Permissions, is_permission
 
 KEY_PREFIX = "dg_"
 _KEY_SHAPE = re.compile(r"^dg_[A-Za-z0-9_-]{43}$")
@@ -51,22 +51,25 @@ def hashes_match(stored_hash: str, presented_key: str) -> bool:
 # `release` key no longer does: one key must not switch the two-person rule off. `resolve` (issue 43)
 # votes on the scope's held actions (docs/holds.md).
 PERMISSIONS = KEY_PERMISSIONS  # gate.principals: the one vocabulary
-DEFAULT_PERMISSIONS = frozenset({"decide"})
+DEFAULT_PERMISSIONS: Permissions = frozenset({"decide"})
 # A key with any of these acts on production or governance: it is created for a stated holder
 # (issue 52, gate.principals), since approvals, votes and four eyes count holders, not keys.
-HOLDER_REQUIRED = frozenset({"release", "approve", "resolve", "admin"})
+HOLDER_REQUIRED: Permissions = frozenset({"release", "approve", "resolve", "admin"})
 
 
-def parse_permissions(text: str | None) -> frozenset[str]:
-    """The permissions a stored (or typed) list names; ValueError for an unknown one."""
+def parse_permissions(text: str | None) -> Permissions:
+    """The permissions a stored (or typed) list names; ValueError for an unknown one (and for a
+    right only the workbench's roles grant: a key holds KEY_PERMISSIONS). The one door through
+    which a key's text becomes `Permission`s."""
     if text is None or not text.strip():
         return DEFAULT_PERMISSIONS
     names = {part.strip() for part in text.split(",") if part.strip()}
-    unknown = sorted(names - set(PERMISSIONS))
+    granted = {name for name in names if is_permission(name) and name in PERMISSIONS}
+    unknown = sorted(names - set(granted))
     if unknown:
         raise ValueError(f"unknown permission(s) {', '.join(unknown)}; choose from {', '.join(PERMISSIONS)}")
-    return frozenset(names | DEFAULT_PERMISSIONS)
+    return frozenset(granted | DEFAULT_PERMISSIONS)
 
 
-def permissions_text(permissions: frozenset[str]) -> str:
+def permissions_text(permissions: Permissions) -> str:
     return ",".join(p for p in PERMISSIONS if p in permissions)

@@ -16,6 +16,7 @@ from gate.receipts import (
     EXECUTION_STATUSES,
     OUTCOME_HASH_MEMBERS,
     OUTCOME_STATUSES,
+    RECORD_LINKS,
     SYNC_DIRECTIONS,
     SYNC_HASH_MEMBERS,
     SYNC_STATUSES,
@@ -66,10 +67,6 @@ _KINDS = {
                          "decision_crm_sync_version", DECISION_CRM_SYNC_VERSION,
                          (("sync_status", frozenset(SYNC_STATUSES)), ("sync_direction", frozenset(SYNC_DIRECTIONS)))),
 }
-_RECORD_LINKS = (("decision_id", "decision_id"), ("decision_record_hash", "record_hash"),
-                 ("decision_receipt_hash", "receipt_hash"), ("decision_verdict", "verdict"),
-                 ("decision_action", "action"), ("policy_id", "policy_id"),
-                 ("policy_version", "policy_version"), ("policy_bundle_hash", "policy_bundle_hash"))
 
 
 _PLAIN_TYPES = frozenset({str, int, float, bool, list, dict})
@@ -128,7 +125,7 @@ def _kind_values(receipt: dict[str, Any], version_member: str, version: str,
 
 def _record_links_equal(receipt: dict[str, Any], record: Mapping[str, Any]) -> bool:
     """Every record-derived member equal in value and type to the record's (or both absent)."""
-    for member, source in _RECORD_LINKS:
+    for member, source in RECORD_LINKS:
         mine, theirs = receipt.get(member), record.get(source)
         if mine is None and theirs is None:
             continue

@@ -29,6 +29,7 @@ __all__ = [
     "EXECUTION_HASH_MEMBERS",
     "OUTCOME_HASH_MEMBERS",
     "OUTCOME_LINK_MEMBERS",
+    "RECORD_LINKS",
     "SYNC_HASH_MEMBERS",
     "compact",
     "execution_hash_of",
@@ -36,6 +37,25 @@ __all__ = [
     "outcome_hash_of",
     "sync_hash_of",
 ]
+
+# Receipt member -> the decision record member it repeats: the decision a receipt follows, in
+# every kind's preimage (and checked against the record by `gate.receipts.links` and the packet's
+# fast path, `gate.packets.receipts_fast`).
+RECORD_LINKS = (
+    ("decision_id", "decision_id"),
+    ("decision_record_hash", "record_hash"),
+    ("decision_receipt_hash", "receipt_hash"),
+    ("decision_verdict", "verdict"),
+    ("decision_action", "action"),
+    ("policy_id", "policy_id"),
+    ("policy_version", "policy_version"),
+    ("policy_bundle_hash", "policy_bundle_hash"),
+)
+# The members each kind's preimage shares, stated once (the hash is over canonical JSON, whose
+# key order is its own: the lists keep the reference's order for reading, not for the hash).
+_DECISION_BINDING = tuple(member for member, _source in RECORD_LINKS[1:])  # decision_id leads with the ids
+_ACTION = ("action_taken", "target_system", "target_object_id", "mutation", "external_ref")
+_REPORTED = ("reported_at", "decision_found")
 
 EXECUTION_HASH_MEMBERS = (
     "decision_protocol_version",
@@ -45,20 +65,10 @@ EXECUTION_HASH_MEMBERS = (
     "idempotency_key",
     "execution_status",
     "execution_result",
-    "action_taken",
-    "target_system",
-    "target_object_id",
-    "mutation",
-    "external_ref",
+    *_ACTION,
     "execution_id",
     "executor",
-    "decision_record_hash",
-    "decision_receipt_hash",
-    "decision_verdict",
-    "decision_action",
-    "policy_id",
-    "policy_version",
-    "policy_bundle_hash",
+    *_DECISION_BINDING,
     "action_binding",
     "action_binding_hash",
     "action_binding_match",
@@ -69,8 +79,7 @@ EXECUTION_HASH_MEMBERS = (
     "evidence_refs",
     "execution_input_hash",
     "executed_at",
-    "reported_at",
-    "decision_found",
+    *_REPORTED,
 )
 
 OUTCOME_HASH_MEMBERS = (
@@ -81,25 +90,14 @@ OUTCOME_HASH_MEMBERS = (
     "idempotency_key",
     "outcome_status",
     "action_executed",
-    "action_taken",
-    "target_system",
-    "target_object_id",
-    "mutation",
-    "external_ref",
-    "decision_record_hash",
-    "decision_receipt_hash",
-    "decision_verdict",
-    "decision_action",
-    "policy_id",
-    "policy_version",
-    "policy_bundle_hash",
+    *_ACTION,
+    *_DECISION_BINDING,
     "action_binding",
     "observed_metrics",
     "evidence_refs",
     "outcome_input_hash",
     "executed_at",
-    "reported_at",
-    "decision_found",
+    *_REPORTED,
 )
 
 # The execution an Outcome Record follows (the reference's lifecycle example sends both with the
@@ -124,17 +122,10 @@ SYNC_HASH_MEMBERS = (
     "crm_record_url",
     "field_mapping",
     "external_ref",
-    "decision_record_hash",
-    "decision_receipt_hash",
-    "decision_verdict",
-    "decision_action",
-    "policy_id",
-    "policy_version",
-    "policy_bundle_hash",
+    *_DECISION_BINDING,
     "sync_input_hash",
     "synced_at",
-    "reported_at",
-    "decision_found",
+    *_REPORTED,
 )
 
 

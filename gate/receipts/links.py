@@ -42,6 +42,7 @@ from gate.receipts.hashing import (
     EXECUTION_HASH_MEMBERS,
     OUTCOME_HASH_MEMBERS,
     OUTCOME_LINK_MEMBERS,
+    RECORD_LINKS,
     SYNC_HASH_MEMBERS,
     compact,
     execution_hash_of,
@@ -119,18 +120,6 @@ _SYNC = _Kind("crm_syncs", "decision_crm_sync_version", DECISION_CRM_SYNC_VERSIO
               "sync_hash", SYNC_HASH_MEMBERS, sync_hash_of,
               (("sync_status", SYNC_STATUSES), ("sync_direction", SYNC_DIRECTIONS)))
 
-# receipt member → record member it repeats.
-_RECORD_LINKS = (
-    ("decision_id", "decision_id"),
-    ("decision_record_hash", "record_hash"),
-    ("decision_receipt_hash", "receipt_hash"),
-    ("decision_verdict", "verdict"),
-    ("decision_action", "action"),
-    ("policy_id", "policy_id"),
-    ("policy_version", "policy_version"),
-    ("policy_bundle_hash", "policy_bundle_hash"),
-)
-
 
 def _canon(value: Any) -> str | None:
     """Canonical text of a compacted value (absent, null, "" and {} are all None)."""
@@ -172,7 +161,7 @@ def _check_one(kind: _Kind, index: int, receipt: Any, record: Mapping[str, Any])
     extra = sorted(set(receipt) - set(kind.members) - {kind.hash_member} - set(kind.beside_hash))
     if extra:
         fail("unhashed_members", [], extra)
-    for member, source in _RECORD_LINKS:
+    for member, source in RECORD_LINKS:
         if _canon(receipt.get(member)) != _canon(record.get(source)):
             fail(member, record.get(source), receipt.get(member))
     if receipt.get("decision_found") is not True:

@@ -28,7 +28,7 @@ from gate.errors import GateError
 from gate.keys.anchors import TrustAnchors
 from gate.keys.apikeys import HOLDER_REQUIRED, parse_permissions, permissions_text
 from gate.keys.signing import ReceiptSigner
-from gate.principals import Principal, holder_id, parse_holder
+from gate.principals import Permissions, Principal, holder_id, parse_holder
 
 KEY_GRANTS_ID = "@api-keys"  # rulebook ids start with a letter: no release can take this id
 KEY_GRANT_EVENT_VERSION = "api_key_grant_event_v1"
@@ -133,7 +133,7 @@ def _grant(key_id: str, holder: Any, permissions: Any) -> tuple[str, str]:
     return str(holder), permissions
 
 
-def _gains(before: KeyGrants, after: KeyGrants) -> list[tuple[str, str, frozenset[str]]]:
+def _gains(before: KeyGrants, after: KeyGrants) -> list[tuple[str, str, Permissions]]:
     """Each key of `after` that gains `release`, `approve`, `resolve` or `admin` over `before`
     (a new or enabled key, a widened one, or one whose holder changed: all it holds), as (key id,
     its holder, the rights gained)."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from gate import vocabulary as C
 from gate.adapters import AdapterRegistry, AdapterRun
-from gate.advisory.request import is_advisory
+from gate.advisory.request import is_advisory_body
 from gate.chain.links import chain_id_for, scope_hash
 from gate.clock import Clock, IdSource, RandomIds, SystemClock, iso_ms
 from gate.errors import DuplicateIdempotencyKey, GateError, SnapshotRace
@@ -106,7 +106,7 @@ class DecisionService:
         idempotency_key: str | None = None,
         request_id: str | None = None,
     ) -> DecideResult:
-        if self.advisory is not None and is_advisory(body):  # the advisory legacy modes (gate/advisory/)
+        if self.advisory is not None and is_advisory_body(body):  # the advisory legacy modes (gate/advisory/)
             return self.advisory.decide(self.pipeline, caller, body, idempotency_key=idempotency_key,
                                         request_id=request_id)
         routed = None

@@ -46,7 +46,7 @@ from gate.events.webhook import Connections, Delivery, post
 from gate.governance.table import EVENT_SUBSCRIPTIONS
 from gate.ledger import Ledger
 from gate.ledger.outbox import Outbox, event_types_of
-from gate.principals import Principal
+from gate.principals import Permissions, Principal
 from gate.protocol.canonical import canonical_text
 from gate.releases.governance import GovernanceEvent, refusal_code
 from gate.services.governance import GovernanceService, SafeguardSettings
@@ -199,7 +199,7 @@ class EventService:
         row["cursor"] = self.outbox.add_subscription(row)
         return public_view(row), secret
 
-    def subscribe_governed(self, scope: str, principal: Principal, permissions: frozenset[str],
+    def subscribe_governed(self, scope: str, principal: Principal, permissions: Permissions,
                            body: object) -> tuple[SubscriptionView, str, GovernanceEvent | None]:
         """A new subscription by `principal` (`admin`): in force at once, or, while the scope
         requires approvals and it lets a URL receive event types it did not (gate.governance.table,
@@ -219,7 +219,7 @@ class EventService:
         row["cursor"] = self.outbox.add_subscription(row)
         return public_view(row), secret, event
 
-    def approve_subscriptions(self, scope: str, principal: Principal, permissions: frozenset[str],
+    def approve_subscriptions(self, scope: str, principal: Principal, permissions: Permissions,
                               request_seq: Any, reason: str | None = None) -> tuple[list[SubscriptionView],
                                                                                     GovernanceEvent]:
         """A second, distinct holder (`approve`) applies a pending subscription request: the

@@ -41,7 +41,7 @@ from gate.ledger.event_settings import EventSettingsLedger
 from gate.ledger.holds import HoldLedger
 from gate.ledger.outbox import Outbox, event_types_of
 from gate.ledger.releases import Announcement, ReleaseLedger, ReleaseRace
-from gate.principals import Permission, Principal, require
+from gate.principals import Permission, Permissions, Principal, require
 from gate.protocol.canonical import canonical_text
 from gate.releases.governance import (
     GOVERNANCE_ID,
@@ -94,7 +94,7 @@ def announcement(scope: str, event: GovernanceEvent) -> Announcement:
     return Announcement(requested if event["action"] == "policy_request" else changed, {"scope": scope, **data})
 
 
-def require_permission(setting: str, principal: Principal, permissions: frozenset[str], permission: Permission) -> None:
+def require_permission(setting: str, principal: Principal, permissions: Permissions, permission: Permission) -> None:
     """A principal's right to change (`admin`) or approve (`approve`) a setting, refused with the
     setting's own code (gate.governance.table.DENIED)."""
     if not isinstance(principal, Principal):
@@ -223,7 +223,7 @@ class GovernanceService(SafeguardSettings):
         self.signing = signing
         self.clock = clock or SystemClock()
 
-    def change(self, scope: str, setting: str, principal: Principal, permissions: frozenset[str],
+    def change(self, scope: str, setting: str, principal: Principal, permissions: Permissions,
                make: Callable[[Any], Any], reason: str | None = None) -> tuple[GovernanceEvent | None, GovernanceState]:
         """Change a setting to `make(value in force)`: (the signed event, or None when nothing
         changes; the state after). A weakening while approvals are required is a pending request."""
@@ -249,7 +249,7 @@ class GovernanceService(SafeguardSettings):
                 return done
         raise GateError("LEDGER_UNAVAILABLE", "safeguard setting changes raced too often; retry")
 
-    def approve(self, scope: str, setting: str, principal: Principal, permissions: frozenset[str], request_seq: Any,
+    def approve(self, scope: str, setting: str, principal: Principal, permissions: Permissions, request_seq: Any,
                 reason: str | None = None) -> tuple[GovernanceEvent, GovernanceState]:
         """A second, distinct principal (`approve`) applies a pending request of `setting`."""
         require_permission(setting, principal, permissions, "approve")

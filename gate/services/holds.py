@@ -70,7 +70,7 @@ from gate.ledger.holds import (
     QueueColumns,
     Writing,
 )
-from gate.principals import Principal, holder_id, is_distinct_approver, is_member, require
+from gate.principals import Permissions, Principal, holder_id, is_distinct_approver, is_member, require
 from gate.releases.governance import GovernanceEvent, PolicyRequestJSON
 from gate.services.chains import EventChainWitness
 from gate.services.governance import GovernanceService, SafeguardSettings
@@ -421,7 +421,7 @@ class HoldService:
         return row
 
     # -- changes -----------------------------------------------------------------------------
-    def resolve(self, scope: str, principal: Principal, permissions: frozenset[str], decision_id: str,
+    def resolve(self, scope: str, principal: Principal, permissions: Permissions, decision_id: str,
                 body: Any) -> HoldStep:
         """A reviewer's vote; it closes the hold when it denies or completes the quorum."""
         require(permissions, "resolve", HOLD_DENIED)
@@ -429,12 +429,12 @@ class HoldService:
         vote = parse_vote(body)
         return self._step(scope, decision_id, lambda row: self._vote_step(row, principal, vote))
 
-    def claim(self, scope: str, principal: Principal, permissions: frozenset[str], decision_id: str,
+    def claim(self, scope: str, principal: Principal, permissions: Permissions, decision_id: str,
               release: bool = False) -> HoldStep:
         require(permissions, "resolve", HOLD_DENIED)
         return self._step(scope, decision_id, lambda row: self._claim_step(row, principal, release))
 
-    def reassign(self, scope: str, principal: Principal, permissions: frozenset[str], decision_id: str,
+    def reassign(self, scope: str, principal: Principal, permissions: Permissions, decision_id: str,
                  body: Any) -> HoldStep:
         require(permissions, "resolve", HOLD_DENIED)
         self._row(scope, decision_id)  # SECURITY: another scope's hold is a 404 before any body check
@@ -446,7 +446,7 @@ class HoldService:
         return self._step(scope, decision_id,
                           lambda row: self._move_step(row, principal, "reassign", queue, note, policy))
 
-    def escalate(self, scope: str, principal: Principal, permissions: frozenset[str],
+    def escalate(self, scope: str, principal: Principal, permissions: Permissions,
                  decision_id: str) -> HoldStep:
         require(permissions, "resolve", HOLD_DENIED)
         policy = self.policy(scope)
@@ -459,7 +459,7 @@ class HoldService:
             return self._move_step(row, principal, "escalate", target, None, policy)
         return self._step(scope, decision_id, step)
 
-    def set_policy(self, scope: str, principal: Principal, permissions: frozenset[str], body: Any) -> HoldPolicyAnswer:
+    def set_policy(self, scope: str, principal: Principal, permissions: Permissions, body: Any) -> HoldPolicyAnswer:
         """State the scope's whole hold policy (admin) through the one governed-change service: a
         signed governance event; a weakening while the scope requires approvals is a pending
         request (`requested`) a second, distinct principal approves (`approve_policy`)."""
@@ -467,7 +467,7 @@ class HoldService:
                                                lambda _before: HoldPolicy.from_json(body))
         return self._policy_answer(scope, event)
 
-    def approve_policy(self, scope: str, principal: Principal, permissions: frozenset[str], request_seq: Any,
+    def approve_policy(self, scope: str, principal: Principal, permissions: Permissions, request_seq: Any,
                        reason: str | None = None) -> HoldPolicyAnswer:
         """A second, distinct principal (`approve`) applies a pending hold-policy request."""
         event, _state = self.governance.approve(scope, HOLD_POLICY, principal, permissions, request_seq, reason)
@@ -499,7 +499,7 @@ class HoldService:
             return False  # resolved or moved meanwhile: nothing is due any more
         return True
 
-    def write_whole(self, row: HoldRow, votes: Sequence[tuple[Principal, frozenset[str], Any]] = (), *,
+    def write_whole(self, row: HoldRow, votes: Sequence[tuple[Principal, Permissions, Any]] = (), *,
                     expire: bool = False) -> builtins.list[HoldEvent]:
         """A held decision's hold written whole in one transaction, at the clock's time: its row
         as its decide opened it (`DeferredOpener`), each reviewer's vote (principal, permissions,

@@ -33,7 +33,7 @@ from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
 from gate.ledger import Ledger
 from gate.ledger.releases import EventRow, ReleaseLedger, ReleaseRace, witnessed_chain_id
-from gate.principals import KEY_HOLDER_PREFIX, Principal, holder_id
+from gate.principals import KEY_HOLDER_PREFIX, Permissions, Principal, holder_id
 from gate.protocol.canonical import canonical_text
 from gate.releases.governance import GOVERNANCE_ID, GovernanceEvent
 from gate.releases.key_grants import (
@@ -83,7 +83,7 @@ class KeyService:
         # written only on a chain that extends its checkpoint, and checkpointed after.
         self.store = ReleaseLedger(ledger, self.governance.store.witness)
 
-    def create(self, principal: Principal, permissions: frozenset[str], row: dict[str, Any]) -> KeyChange:
+    def create(self, principal: Principal, permissions: Permissions, row: dict[str, Any]) -> KeyChange:
         """Store the key `row`: at once, or (a weakening grant while approvals are required) as a
         pending key a second holder's approval makes active."""
         if not acts_on_production(row.get("permissions")):
@@ -96,7 +96,7 @@ class KeyService:
             return KeyChange((), event)
         return KeyChange(_written(self._record(principal, row["scope"], "key_created", row, row)), event)
 
-    def enable(self, principal: Principal, permissions: frozenset[str], key_id: str) -> KeyChange | None:
+    def enable(self, principal: Principal, permissions: Permissions, key_id: str) -> KeyChange | None:
         """Set a key active again (None: no such key); a pending one's grant is asked for again."""
         row = self.ledger.api_key(key_id)
         if row is None:
@@ -106,7 +106,7 @@ class KeyService:
             return KeyChange()
         return self._grant(principal, permissions, row, row["permissions"], row.get("holder"))
 
-    def widen(self, principal: Principal, permissions: frozenset[str], key_id: str, added: str,
+    def widen(self, principal: Principal, permissions: Permissions, key_id: str, added: str,
               holder: str | None) -> KeyChange | None:
         """Add the rights `added` to an active key (and state its holder): governed as a grant."""
         row = self.ledger.api_key(key_id)
@@ -132,7 +132,7 @@ class KeyService:
             return None
         return KeyChange()
 
-    def approve(self, scope: str, principal: Principal, permissions: frozenset[str], request_seq: Any,
+    def approve(self, scope: str, principal: Principal, permissions: Permissions, request_seq: Any,
                 reason: str | None = None) -> KeyChange:
         """A second, distinct holder (`approve`) applies a pending grant request: its keys act."""
         event, _state = self.governance.approve(scope, API_KEYS, principal, permissions, request_seq, reason)
@@ -143,7 +143,7 @@ class KeyService:
         governance chain's seq (`GET /api/keys/grants`, `gate keys requests`)."""
         return {"ok": True, **self.governance.document(scope, API_KEYS)}
 
-    def _grant(self, principal: Principal, permissions: frozenset[str], row: dict[str, Any], wanted: str,
+    def _grant(self, principal: Principal, permissions: Permissions, row: dict[str, Any], wanted: str,
                holder: str | None) -> KeyChange:
         """Grant `row`'s key the rights `wanted` for `holder`: at once (its grant event), or a request."""
         event = self._govern(row["scope"], principal, permissions,
@@ -157,7 +157,7 @@ class KeyService:
         return KeyChange(_written(self._record(principal, row["scope"], action,
                                                {**row, "permissions": wanted, "holder": holder}, None)), event)
 
-    def _govern(self, scope: str, principal: Principal, permissions: frozenset[str],
+    def _govern(self, scope: str, principal: Principal, permissions: Permissions,
                 make: Any) -> GovernanceEvent | None:
         """The governance event of a grant while the scope requires approvals (a request when it
         weakens, else a change in force); None while it does not: the grant acts at once, as

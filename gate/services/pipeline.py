@@ -40,7 +40,7 @@ from gate.ledger import (
 from gate.ledger.confidence import Bucket
 from gate.ledger.outbox_write import DecisionCreated
 from gate.ledger.store import DecisionExtra
-from gate.principals import Principal
+from gate.principals import Permissions, Principal
 from gate.protocol.canonical import canonical_text, sha256_bytes_hex
 from gate.protocol.confidence import ConfidenceCounts, confidence_block
 from gate.protocol.decision_record import DecisionRecord
@@ -60,7 +60,7 @@ class Caller:
     plan: str
     rate_limit: int
     monthly_cap: int
-    permissions: frozenset[str] = DEFAULT_PERMISSIONS
+    permissions: Permissions = DEFAULT_PERMISSIONS
     holder: str | None = None  # the key's stated holder (issue 52); None: a key of none, key:<key_id>
     # A CI run's principal (api.ci; its key_id is the principal's id); None: an API key, whose
     # principal is built from key_id and holder.

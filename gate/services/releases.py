@@ -37,7 +37,7 @@ from gate.ledger.releases import (
     halt_rows,
     witnessed_chain_id,
 )
-from gate.principals import Permission, Principal, require
+from gate.principals import Permission, Permissions, Principal, require
 from gate.protocol.canonical import canonical_text, sha256_hex
 from gate.releases.events import (
     EventInputs,
@@ -150,7 +150,7 @@ def announcement(scope: str, event: Mapping[str, Any]) -> Announcement:
     return Announcement(name, {"scope": scope, **data})
 
 
-def _require(principal: Principal, permissions: frozenset[str], permission: Permission) -> None:
+def _require(principal: Principal, permissions: Permissions, permission: Permission) -> None:
     """The service's own check of a principal's right (whatever a page or route already hid)."""
     if not isinstance(principal, Principal):
         raise TypeError("a release or policy change is made by a Principal, never a name")
@@ -274,7 +274,7 @@ class ReleaseService:
     def policy(self, scope: str, *, fresh: bool = False) -> ReleasePolicy:
         return self._policy_of(scope, self.governance(scope, fresh=fresh))
 
-    def set_policy(self, scope: str, principal: Principal, permissions: frozenset[str], body: Any, *,
+    def set_policy(self, scope: str, principal: Principal, permissions: Permissions, body: Any, *,
                    partial: bool = False, reason: str | None = None) -> tuple[GovernanceEvent | None, GovernanceState]:
         """Change the policy (PUT: `body` states it whole; PATCH, `partial`: the members named):
         (the signed governance event, or None when nothing changes; the state after). A weakening
@@ -284,7 +284,7 @@ class ReleaseService:
             return before.patched(body) if partial else ReleasePolicy.from_json(body)
         return self.safeguards.change(scope, RELEASE_POLICY, principal, permissions, make, reason)
 
-    def approve_policy(self, scope: str, principal: Principal, permissions: frozenset[str], request_seq: Any,
+    def approve_policy(self, scope: str, principal: Principal, permissions: Permissions, request_seq: Any,
                        reason: str | None = None) -> tuple[GovernanceEvent, GovernanceState]:
         """A second principal applies a pending policy request (the `approve` permission)."""
         return self.safeguards.approve(scope, RELEASE_POLICY, principal, permissions, request_seq, reason)
@@ -340,7 +340,7 @@ class ReleaseService:
 
     # ------------------------------------------------------------------ transitions
 
-    def act(self, scope: str, principal: Principal, permissions: frozenset[str], rulebook_id: str, body: Any,
+    def act(self, scope: str, principal: Principal, permissions: Permissions, rulebook_id: str, body: Any,
             idempotency_key: str | None = None) -> tuple[dict[str, Any], bool]:
         """Apply one action by an authenticated principal: (the signed event, newly created). The
         same idempotency key with the same body answers the same event; with another body it is 409."""
@@ -371,7 +371,7 @@ class ReleaseService:
             return {**event}, True  # the event as its shells serve it: a JSON object
         raise GateError("LEDGER_UNAVAILABLE", "release transitions raced too often; retry")
 
-    def _event(self, scope: str, principal: Principal, permissions: frozenset[str], rulebook_id: str,
+    def _event(self, scope: str, principal: Principal, permissions: Permissions, rulebook_id: str,
                checked: dict[str, Any]) -> ReleaseEvent:
         state = self.state(scope, rulebook_id, fresh=True)
         governance = self.governance(scope, fresh=True)
@@ -419,7 +419,7 @@ class ReleaseService:
         snapshot = self.snapshots.bound_snapshot(scope, rulebook_id, version)
         return rules_hash(json.loads(snapshot["body_json"])) if snapshot is not None else None
 
-    def _halt_override(self, state: ReleaseState, checked: Mapping[str, Any], permissions: frozenset[str],
+    def _halt_override(self, state: ReleaseState, checked: Mapping[str, Any], permissions: Permissions,
                        halted: frozenset[str]) -> str | None:
         """The halt rule (gate.releases.halts) for every move: a version its guardrail halted (or
         one with its rules) is made to serve (activated, a canary, rolled back to, requested or

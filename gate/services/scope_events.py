@@ -32,7 +32,7 @@ from gate.governance.table import EVENT_SETTINGS
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.ledger.event_settings import EventSettingsLedger, EventSettingsRow
-from gate.principals import Principal
+from gate.principals import Permissions, Principal
 from gate.releases.governance import GovernanceEvent, PolicyRequestJSON
 from gate.services.governance import GovernanceService
 from gate.services.operations import PolicyAlert
@@ -95,14 +95,14 @@ class ScopeEventService:
             raise SigningUnavailable()  # SECURITY: no change of a safeguard setting without its signed event
         return self.governance
 
-    def put_settings(self, scope: str, principal: Principal, permissions: frozenset[str], body: Any) -> SettingsAnswer:
+    def put_settings(self, scope: str, principal: Principal, permissions: Permissions, body: Any) -> SettingsAnswer:
         """State both settings (admin): one signed governance event; a weakening (turning
         `decision_created` on) while the scope requires approvals is a pending request."""
         event, _state = self._governance().change(scope, EVENT_SETTINGS, principal, permissions,
                                                   lambda _before: EventSettings.from_json(body))
         return self._answer(scope, event)
 
-    def approve_settings(self, scope: str, principal: Principal, permissions: frozenset[str], request_seq: Any,
+    def approve_settings(self, scope: str, principal: Principal, permissions: Permissions, request_seq: Any,
                          reason: str | None = None) -> SettingsAnswer:
         """A second, distinct principal (`approve`) applies a pending event-settings request."""
         event, _state = self._governance().approve(scope, EVENT_SETTINGS, principal, permissions, request_seq,

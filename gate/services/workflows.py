@@ -22,13 +22,13 @@ from typing import Any
 from gate.errors import GateError
 from gate.ledger import Ledger
 from gate.ledger.workflows import WorkflowStore
+from gate.protocol.advisory_record import ADVISORY_CONTRACT
 from gate.protocol.canonical import sha256_hex
 from gate.services.policychecks import ArgumentsInvalid, PolicyCheckService
 
 WORKFLOWS = {"refund": "refund", "cancel": "cancellation", "return": "return", "trial": "trial"}
 TICKETING_SYSTEMS = ("freshdesk", "front", "gorgias", "helpscout", "hubspot", "intercom", "jira",
                      "kustomer", "salesforce", "servicenow", "zendesk")
-ADVISORY_CONTRACT = {"authority": "advisory_only", "production_verdict": False}
 _TICKET = re.compile(r"^[\x21-\x7e]{1,200}$")
 _TAG = re.compile(r"[^a-z0-9]+")
 # The API's JSON writer (api.jsonio.dumps): the answer is stored and served as these bytes.
@@ -162,7 +162,6 @@ class WorkflowService:
 
 
 __all__ = [
-    "ADVISORY_CONTRACT",
     "TICKETING_SYSTEMS",
     "WORKFLOWS",
     "WorkflowAnswer",

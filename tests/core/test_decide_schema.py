@@ -20,7 +20,7 @@ from gate import bodies
 from gate import vocabulary as C
 from gate.adapters import _HASH, _VERSION, validate_invocation
 from gate.adapters.manifest import ADAPTER_ID
-from gate.advisory.request import MAX_QUESTION, RULEBOOK_ONLY, is_advisory, prepare_advisory_request
+from gate.advisory.request import MAX_QUESTION, RULEBOOK_ONLY, is_advisory_body, prepare_advisory_request
 from gate.errors import GateError
 from gate.protocol import fact_limits
 from gate.protocol.canonical import MAX_JSON_DEPTH
@@ -39,7 +39,7 @@ def fast_path_accepts(body: Any) -> bool:
     """Whether the decide path's checks before any hash or lookup take `body` (advisory modes on,
     as `DecisionService.decide` orders them)."""
     try:
-        if is_advisory(body):
+        if is_advisory_body(body):
             prepare_advisory_request(body, PATTERNS)
             return True
         if isinstance(body, dict) and "rulebook_ref" in body:

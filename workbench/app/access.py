@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from gate.grants import ALL_SCOPES, AccessConfigError, Grants, load_grants
 from gate.oidc import is_loopback
-from gate.principals import ROLES, Permission, Principal, permissions_of, require
+from gate.principals import ROLES, Permission, Permissions, Principal, permissions_of, permits, require
 from workbench.app.passwords import PasswordFileError, load_hashes
 
 if TYPE_CHECKING:
@@ -101,11 +101,12 @@ class Rights:
     def principal(self) -> Principal:
         return self.identity.principal
 
-    def permissions_in(self, scope: str) -> frozenset[str]:
+    def permissions_in(self, scope: str) -> Permissions:
         return permissions_of(self.roles_in(scope)) if scope else frozenset()
 
-    def may(self, scope: str, permission: str) -> bool:
-        return permission in self.permissions_in(scope)
+    def may(self, scope: str, permission: Permission) -> bool:
+        """Whether the session's roles in `scope` grant `permission` (what a page shows)."""
+        return permits(self.permissions_in(scope), permission)
 
     def require(self, scope: str, permission: Permission, code: str) -> None:
         """A page's check of a right before it asks for a confirmation, refused as the service
@@ -146,13 +147,13 @@ class Access:
             return frozenset(ROLES)
         return self.grants.roles(identity, scope, self.sign_in_issuer) if self.grants is not None else frozenset()
 
-    def permissions_in(self, identity: Identity | None, scope: str) -> frozenset[str]:
+    def permissions_in(self, identity: Identity | None, scope: str) -> Permissions:
         """What `identity` may do in `scope` (gate.principals.ROLE_PERMISSIONS of its roles)."""
         return permissions_of(self.roles_in(identity, scope))
 
     def scopes_for(self, identity: Identity | None, known_scopes: list[str]) -> list[str]:
         """The scopes `identity` may see (a role there), in the order of `known_scopes`."""
-        return [scope for scope in known_scopes if "read" in self.permissions_in(identity, scope)]
+        return [scope for scope in known_scopes if permits(self.permissions_in(identity, scope), "read")]
 
 
 def access_for(address: str, basic_auth_file: Path | None, grants_file: Path | None,

@@ -33,7 +33,7 @@ from gate.holds.events import hold_events_problems, verify_resolution
 from gate.keys.config import SigningSetup
 from gate.ledger import Ledger, stream
 from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
-from gate.principals import Permission, Principal
+from gate.principals import Permission, Permissions, Principal
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.evaluation import Check
 from gate.rulebook import RulebookDocument, checked_rulebook, get_evaluator
@@ -205,7 +205,7 @@ def evaluate(rulebook: RulebookDocument, facts: Any) -> DraftEvaluation:
     }
 
 
-def require(permissions: frozenset[str], permission: Permission) -> None:
+def require(permissions: Permissions, permission: Permission) -> None:
     """Refuse (GateError WORKBENCH_PERMISSION_DENIED) unless `permission` is among the session's
     permissions in the scope (`workbench.app.access.Access.permissions_in`): gate.principals.require."""
     principals.require(permissions, permission, "WORKBENCH_PERMISSION_DENIED")
@@ -639,7 +639,7 @@ class WorkbenchStore:
 
     # ------------------------------------------------------------------ promotion
 
-    def promote(self, scope: str, draft: RulebookDocument, permissions: frozenset[str]) -> dict[str, Any]:
+    def promote(self, scope: str, draft: RulebookDocument, permissions: Permissions) -> dict[str, Any]:
         """Publish the draft as an immutable version of the scope (service layer; never edits
         history). Raises GateError (WORKBENCH_PERMISSION_DENIED without `publish`,
         RULEBOOK_INVALID, RULEBOOK_VERSION_CONFLICT)."""
@@ -654,20 +654,20 @@ class WorkbenchStore:
         return self.releases.status(scope, rulebook_id)
 
     def release_act(self, scope: str, rulebook_id: str, body: Mapping[str, object], principal: Principal,
-                    permissions: frozenset[str]) -> dict[str, Any]:
+                    permissions: Permissions) -> dict[str, Any]:
         """One transition by the session's `principal` with its `permissions` in `scope` (a signed
         event; the service refuses an action the permissions do not cover, and an approval by the
         principal that made the request). Raises GateError with the API's codes."""
         event, _created = self.releases.act(scope, principal, permissions, rulebook_id, body)
         return event
 
-    def event_deliveries(self, scope: str, permissions: frozenset[str]) -> list[dict[str, Any]]:
+    def event_deliveries(self, scope: str, permissions: Permissions) -> list[dict[str, Any]]:
         """Each webhook subscription of `scope` with its deliveries (`EventService.deliveries`),
         for a session holding `admin` there (GateError otherwise, like the API's routes)."""
         require(permissions, "admin")
         return [self.events.deliveries(scope, sub["subscription_id"]) for sub in self.events.listed(scope)]
 
-    def event_subscribe(self, scope: str, principal: Principal, permissions: frozenset[str],
+    def event_subscribe(self, scope: str, principal: Principal, permissions: Permissions,
                         body: Mapping[str, object]) -> tuple[SubscriptionView, str]:
         """A new subscription made by the session's principal (its secret, shown this once); while
         the scope requires approvals a new endpoint is `pending` until a second holder approves it."""
@@ -675,11 +675,11 @@ class WorkbenchStore:
         view, secret, _event = self.events.subscribe_governed(scope, principal, permissions, body)
         return view, secret
 
-    def event_replay(self, scope: str, permissions: frozenset[str], subscription_id: str, seq: int) -> int:
+    def event_replay(self, scope: str, permissions: Permissions, subscription_id: str, seq: int) -> int:
         require(permissions, "admin")
         return self.events.replay(scope, subscription_id, {"seq": seq})
 
-    def event_subscription_status(self, scope: str, permissions: frozenset[str], subscription_id: str,
+    def event_subscription_status(self, scope: str, permissions: Permissions, subscription_id: str,
                                   status: str) -> SubscriptionView:
         require(permissions, "admin")
         return self.events.set_status(scope, subscription_id, status)
@@ -743,7 +743,7 @@ class WorkbenchStore:
         items, _total = self.lifecycle.all_for(KINDS["outcome"], decision_id, 1)
         return str(items[0].get("outcome_status")) if items else None
 
-    def hold_act(self, scope: str, principal: Principal, permissions: frozenset[str], decision_id: str,
+    def hold_act(self, scope: str, principal: Principal, permissions: Permissions, decision_id: str,
                  action: str, body: Mapping[str, object] | None = None) -> HoldStep:
         """One step on a hold by the session's `principal` with its `permissions` in `scope`:
         `resolve` (body: decision, reason_code, note), `claim`, `release`, `reassign` (body:

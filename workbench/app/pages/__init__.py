@@ -10,6 +10,7 @@ from typing import Any
 import panel as pn
 import param
 
+from gate.principals import Permission
 from workbench.app.access import Identity, Rights, roles_text
 from workbench.app.pages.authoring import authoring_page
 from workbench.app.pages.decisions import decisions_page
@@ -205,7 +206,7 @@ def _who(scope: str, rights: Rights) -> str:
     return line
 
 
-EXPORT = "export"  # the permission a refresh needs, in every scope the ledger holds (it exports them all)
+EXPORT: Permission = "export"  # the permission a refresh needs, in every scope the ledger holds (it exports them all)
 
 
 def may_refresh(store: WorkbenchStore, rights: Rights) -> bool:

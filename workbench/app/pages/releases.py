@@ -14,7 +14,7 @@ from gate.releases.events import ReleaseEvent
 from gate.releases.figures import ArmFigures, Rate, arm_figures
 from gate.releases.guardrails import ArmCounts, GuardrailReportJSON
 from workbench.app.pages.common import confirmation_box, note
-from workbench.app.state.releases import ReleasesState
+from workbench.app.state.releases import Move, ReleasesState
 from workbench.reports.textsafe import md_text
 
 
@@ -166,14 +166,19 @@ def _pending_rows(state: ReleasesState) -> pn.viewable.Viewable:
     return pn.Column(pn.pane.Markdown("**Pending requests**"), pn.bind(rows, state.param.status))
 
 
+# The move buttons: (move, label, button kind), in the order the page shows them.
+_MOVE_BUTTONS: tuple[tuple[Move, str, str], ...] = (
+    ("shadow", "Start shadow", "default"), ("canary", "Start canary", "warning"), ("activate", "Activate", "danger"),
+    ("halt", "Halt", "warning"), ("rollback", "Roll back", "danger"))
+
+
 def releases_page(state: ReleasesState) -> pn.viewable.Viewable:
     version = pn.widgets.Select(name="Version", options=state.versions(), width=180)
     percent = pn.widgets.FloatInput(name="Canary %", value=10.0, start=0.01, end=99.99, step=1.0, width=110)
     reason = pn.widgets.TextInput(name="Reason", placeholder="why (recorded in the signed event)", width=300)
-    moves = {name: pn.widgets.Button(name=label, button_type=kind, css_classes=[f"release-{name}"])
-             for name, label, kind in (("shadow", "Start shadow", "default"), ("canary", "Start canary", "warning"),
-                                       ("activate", "Activate", "danger"), ("halt", "Halt", "warning"),
-                                       ("rollback", "Roll back", "danger"))}
+    moves: dict[Move, pn.widgets.Button] = {
+        name: pn.widgets.Button(name=label, button_type=kind, css_classes=[f"release-{name}"])
+        for name, label, kind in _MOVE_BUTTONS}
     refresh = pn.widgets.Button(name="Refresh")
     # SECURITY: hidden buttons are a courtesy; ReleasesState.act sends the session's permissions
     # and the service refuses what they do not cover, whatever the browser sends.

@@ -86,7 +86,7 @@ class MigrationState(param.Parameterized):
             return True
         return False
 
-    def may(self, permission: str) -> bool:
+    def may(self, permission: Permission) -> bool:
         """Whether the session's roles in the scope grant `permission` (what the page shows)."""
         return self.rights.may(self.scope, permission)
 

@@ -11,7 +11,7 @@ one confirmation for the three (issue 56: Approve request N activated at once)."
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import param
 
@@ -24,9 +24,11 @@ from workbench.app.store import WorkbenchStore
 from workbench.migration.impact import headline
 
 CONFIRMED_ACTIONS = ("activate", "canary", "approve")  # asked for confirmation before they are sent
-# The permission each move needs (gate.services.releases: approve needs approve, the rest release).
-MOVE_PERMISSION: dict[str, Permission] = {"approve": "approve", "shadow": "release", "canary": "release", "activate": "release",
-                   "halt": "release", "rollback": "release"}
+# A move the page offers, and the permission each needs (gate.services.releases: approve needs
+# approve, the rest release): a misspelt move, like a misspelt permission, is a type error.
+Move = Literal["approve", "shadow", "canary", "activate", "halt", "rollback"]
+MOVE_PERMISSION: dict[Move, Permission] = {"approve": "approve", "shadow": "release", "canary": "release",
+                                           "activate": "release", "halt": "release", "rollback": "release"}
 
 
 def arm_shares(state: ReleaseStateJSON | None, action: str, version: str, percent: float | None) -> str:
@@ -99,7 +101,7 @@ class ReleasesState(param.Parameterized):
             self.message = (f"{self.rulebook_id} has no published version in this scope yet"
                             if exc.code == "RULEBOOK_NOT_FOUND" else f"{self.rulebook_id}: {exc}")
 
-    def may(self, move: str) -> bool:
+    def may(self, move: Move) -> bool:
         """Whether the session's roles in the scope permit `move` (what the page shows)."""
         return self.rights.may(self.scope, MOVE_PERMISSION[move])
 
@@ -113,7 +115,7 @@ class ReleasesState(param.Parameterized):
         """The pending requests (each with its request_seq), oldest first."""
         return list(((self.status or {}).get("state") or {}).get("pending") or [])
 
-    def propose(self, action: str, **body: Any) -> None:
+    def propose(self, action: Move, **body: Any) -> None:
         """Ask for confirmation of an activate, a canary or the approval of a pending request
         (`request_seq`) (the page shows `confirmation_text`)."""
         if action not in CONFIRMED_ACTIONS:
