@@ -24,7 +24,7 @@ from gate.keys.signing import (
     public_key_fingerprint,
     raw_public_key_from_pem,
 )
-from gate.protocol.canonical import CanonicalJSONError, parse_strict
+from gate.strict_json import CanonicalJSONError, parse_strict
 from gate.vocabulary import SIG_ED25519
 
 SOURCE_SERVER_KEY_REGISTRY = "server_key_registry"

@@ -15,7 +15,7 @@ from typing import Any
 
 from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import KeyMaterialError, b64url_decode, ed25519_verify
-from gate.protocol.canonical import CanonicalJSONError
+from gate.strict_json import CanonicalJSONError
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 
 

@@ -43,7 +43,6 @@ import nacl.exceptions
 import nacl.signing
 
 from gate.errors import CodedError
-from gate.protocol.canonical import canonical_bytes
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 
 StrPath = str | os.PathLike[str]
@@ -77,7 +76,6 @@ __all__ = [
     "public_key_fingerprint",
     "public_key_pem_from_raw",
     "raw_public_key_from_pem",
-    "receipt_signature_payload",
     "receipt_signer_for",
     "rotate_keyring",
     "seed_from_private_key_pem",
@@ -346,18 +344,6 @@ class HmacKey:
 # --------------------------------------------------------------------------- receipt signer
 
 
-def receipt_signature_payload(decision_id: str | None, key_id: str, receipt_hash: str, record_hash: str) -> bytes:
-    """Signed bytes of a receipt: canonical ``{decision_id, key_id, receipt_hash, record_hash}``."""
-    return canonical_bytes(
-        {
-            "decision_id": decision_id,
-            "key_id": key_id,
-            "receipt_hash": receipt_hash,
-            "record_hash": record_hash,
-        }
-    )
-
-
 class ReceiptSigner:
     """Signs Decision Record receipts. Subclasses: `Ed25519ReceiptSigner`, `HmacReceiptSigner`."""
 
@@ -367,12 +353,6 @@ class ReceiptSigner:
 
     def sign_payload(self, payload: bytes) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
-
-    def sign_receipt(self, decision_id: str | None, receipt_hash: str, record_hash: str) -> str:
-        """The `receipt_signature` string (prefixed with the algorithm) for these hashes."""
-        return self.sign_payload(
-            receipt_signature_payload(decision_id, self.key_id, receipt_hash, record_hash)
-        )
 
     def sign_attestation_hash(self, hex_text: str) -> str:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -17,7 +17,9 @@ nesting ever reaches Python's recursion limit.
 
 `parse_strict` is the way untrusted JSON enters the system. It rejects what the reference
 would silently round or mangle (NaN, ±Infinity, duplicate keys, integers beyond ±(2^53−1)),
-so nothing ambiguous is ever hashed.
+so nothing ambiguous is ever hashed. It and `CanonicalJSONError` live in `gate.strict_json`,
+under the keys (which read key registries with it; issue 66), and are stated here as this
+module's own: canonical JSON is read with one and written with the other.
 """
 
 from __future__ import annotations
@@ -25,12 +27,18 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping
-from itertools import accumulate
-from typing import Any, NoReturn
+from typing import Any
 
 from gate.errors import Signal
+from gate.strict_json import (
+    LONE_SURROGATE,
+    MAX_DOCUMENT_DEPTH,
+    MAX_JSON_DEPTH,
+    MAX_WRITE_DEPTH,
+    CanonicalJSONError,
+    parse_strict,
+)
 from gate.vocabulary import MAX_SAFE_INTEGER
 
 __all__ = [
@@ -53,12 +61,6 @@ __all__ = [
     "splice_mark",
 ]
 
-# Nesting limits (containers inside containers; `{"a": [1]}` has depth 2). SECURITY: bounded so
-# that every recursive walk of a value (writer, clone, validators) stays far from Python's
-# recursion limit; deeper input is a 400 JSON_TOO_DEEP, never a crash.
-MAX_JSON_DEPTH = 64  # request bodies a client writes (decide, receipts)
-MAX_DOCUMENT_DEPTH = 96  # records and packets handed back for verification: they embed bodies
-MAX_WRITE_DEPTH = 128  # anything hashed
 
 _MAX_ARRAY_INDEX = 2**32 - 2
 # SECURITY: caches hold only short keys and small objects, and are emptied when their estimated
@@ -73,23 +75,6 @@ _cache_bytes = [0, 0]  # estimated bytes held by _SORT_KEY_CACHE, _ORDER_CACHE
 _encode_string = json.encoder.encode_basestring  # C-accelerated, ensure_ascii=False semantics
 
 
-class CanonicalJSONError(Signal, ValueError):
-    """Input that cannot be canonicalised without changing its meaning.
-
-    `code` is a stable machine string (`JSON_NON_FINITE_NUMBER`, `JSON_DUPLICATE_KEY`,
-    `JSON_UNSAFE_INTEGER`, `JSON_INVALID`, `JSON_UNSUPPORTED_TYPE`, `JSON_TOO_DEEP`);
-    `path` points at the offending member (`$.context.inputs.amount`) when known.
-
-    A Signal, not a refusal: every caller translates it with its own context (the API into a 400
-    body, `api.jsonio`; the CLI naming the file; a verifier into a failed check), and a value the
-    writer cannot canonicalise is a fault of the caller, never a refusal of the request.
-    """
-
-    def __init__(self, code: str, message: str, path: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.path = path
 
 
 # --------------------------------------------------------------------------- key order
@@ -208,17 +193,16 @@ def _format_number(value: int | float) -> str:
 # --------------------------------------------------------------------------- strings
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _escape_surrogates(text: str) -> str:
     """JSON.stringify writes lone surrogates as `\\udXXX`; encode_basestring leaves them raw."""
-    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    return LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 def _encode_text(value: str) -> str:
     text = _encode_string(value)
-    if not text.isascii() and _SURROGATE.search(text):
+    if not text.isascii() and LONE_SURROGATE.search(text):
         text = _escape_surrogates(text)
     return text
 
@@ -372,7 +356,7 @@ def _canonical_text_python(value: Any) -> str:
         text = _FAST_ENCODER.encode(_prepare(value))
     except _SlowPath:
         return _canonical_text_slow(value)
-    if not text.isascii() and _SURROGATE.search(text):
+    if not text.isascii() and LONE_SURROGATE.search(text):
         text = _escape_surrogates(text)
     return text
 
@@ -518,132 +502,3 @@ def clone(value: Any) -> Any:
     return value
 
 
-# --------------------------------------------------------------------------- strict parsing
-
-
-def _reject_constant(name: str) -> NoReturn:
-    raise CanonicalJSONError("JSON_NON_FINITE_NUMBER", f"{name} is not allowed in JSON input")
-
-
-def _parse_int(text: str) -> int:
-    value = int(text)
-    if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-        raise CanonicalJSONError(
-            "JSON_UNSAFE_INTEGER",
-            f"integer {text} is outside ±(2^53−1) and cannot be hashed without rounding",
-        )
-    return value
-
-
-_NONZERO_MANTISSA = re.compile(r"-?0*\.?0*[1-9]")
-
-
-def _parse_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise CanonicalJSONError(
-            "JSON_NON_FINITE_NUMBER", f"number {text} overflows to Infinity"
-        )
-    if value == 0 and _NONZERO_MANTISSA.match(text):
-        # SECURITY: 1e-400 must not silently become 0 (and, say, pass a `<=` rule); refused
-        # like its overflowing mirror 1e400.
-        raise CanonicalJSONError("JSON_NON_FINITE_NUMBER", f"number {text} underflows to 0")
-    # A literal with a fraction or exponent is a double in every implementation, so it hashes
-    # the same everywhere; only integer literals beyond ±(2^53−1) would be silently rounded.
-    return value
-
-
-def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise CanonicalJSONError(
-                    "JSON_DUPLICATE_KEY", f"duplicate object key {key!r}"
-                )
-            seen.add(key)
-    return result
-
-
-_DECODER = json.JSONDecoder(
-    object_pairs_hook=_pairs,
-    parse_constant=_reject_constant,
-    parse_int=_parse_int,
-    parse_float=_parse_float,
-)
-
-
-_STRING_LITERAL = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
-
-
-def _nesting_depth(text: str, limit: int) -> int:
-    """The deepest container nesting in JSON `text`, or a lower bound above `limit`.
-
-    Linear: string literals and everything but brackets are removed with regular expressions,
-    then a running sum of ±1 gives the depth. Text with at most `limit` brackets cannot be
-    deeper than `limit`, so most documents skip the scan.
-    """
-    if text.count("[") + text.count("{") <= limit:
-        return 0
-    brackets = _NOT_BRACKET.sub("", _STRING_LITERAL.sub("", text))
-    return max(accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0)
-
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-def _lone_surrogate_path(value: Any) -> str | None:
-    """JSON path of the first string or member name holding a lone surrogate, else None."""
-    stack: list[tuple[Any, str]] = [(value, "$")]
-    while stack:
-        item, path = stack.pop()
-        if type(item) is str:
-            if _SURROGATE.search(item):
-                return path
-        elif type(item) is dict:
-            for key, child in item.items():
-                if _SURROGATE.search(key):
-                    return f"{path}.{key.encode('utf-8', 'backslashreplace').decode('ascii')}"
-                stack.append((child, f"{path}.{key}"))
-        elif type(item) is list:
-            stack.extend((child, f"{path}[{index}]") for index, child in enumerate(item))
-    return None
-
-
-def parse_strict(data: bytes | bytearray | str, *, max_depth: int = MAX_DOCUMENT_DEPTH) -> Any:
-    """Parse untrusted JSON, rejecting anything that would not hash unambiguously.
-
-    Raises CanonicalJSONError with `JSON_INVALID` (syntax, bad UTF-8, trailing data),
-    `JSON_NON_FINITE_NUMBER`, `JSON_DUPLICATE_KEY`, `JSON_UNSAFE_INTEGER` or `JSON_TOO_DEEP`
-    (containers nested more than `max_depth` levels). A lone surrogate (`"\\ud800"` not
-    followed by a low surrogate) is `JSON_INVALID`: it is not Unicode text, cannot be stored
-    as UTF-8 and would hash differently in other implementations (issue 6, defect 7).
-    """
-    if isinstance(data, (bytes, bytearray)):
-        try:
-            data = bytes(data).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise CanonicalJSONError("JSON_INVALID", f"body is not UTF-8: {exc.reason}") from exc
-    if _nesting_depth(data, max_depth) > max_depth:
-        raise CanonicalJSONError("JSON_TOO_DEEP", f"JSON nesting is deeper than {max_depth} levels")
-    try:
-        value = _DECODER.decode(data)
-    except CanonicalJSONError:
-        raise
-    except RecursionError as exc:
-        raise CanonicalJSONError("JSON_TOO_DEEP", "JSON nesting is too deep") from exc
-    except json.JSONDecodeError as exc:
-        raise CanonicalJSONError(
-            "JSON_INVALID", f"{exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from exc
-    # A lone surrogate is written as an escape or, in text that is not ASCII, as itself: the
-    # substring and ASCII tests spare the regular expressions' scan of most bodies (15 µs for 3 KB).
-    if ("\\u" in data and _SURROGATE_ESCAPE.search(data)) or (not data.isascii() and _SURROGATE.search(data)):
-        path = _lone_surrogate_path(value)
-        if path is not None:
-            path = path.encode("utf-8", "backslashreplace").decode("utf-8")
-            raise CanonicalJSONError("JSON_INVALID", "a lone surrogate is not Unicode text", path=path)
-    return value

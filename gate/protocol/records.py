@@ -11,7 +11,7 @@ Hash preimages (reference facts §5; all hashes are bare lowercase sha256 hex of
   policy_bundle_hash?}))`` where the two inner hashes are over the canonical
   ``action_binding`` and ``evidence_manifest`` objects (see `receipt_hash`).
 * receipt signature payload = ``canonical({decision_id, key_id, receipt_hash, record_hash})``
-  (`gate.keys.signing.receipt_signature_payload`).
+  (`receipt_signature_payload`).
 
 Not covered by `record_hash`: ``c``, ``v``, ``status``, ``missing_fields``,
 ``invalid_fields``, ``engine``, ``evaluation``, ``source_hash``, ``decision_url``,
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict, cast
 from urllib.parse import quote
 
-from gate.keys.signing import Ed25519Key, ReceiptSigner, receipt_signature_payload
+from gate.keys.signing import Ed25519Key, ReceiptSigner
 from gate.protocol.attestation import (
     attestation_outcome,
     build_rulebook_attestation,
@@ -411,6 +411,13 @@ def action_binding_from_context(context: Mapping[str, Any] | None) -> dict[str, 
 # --------------------------------------------------------------------------- sealing
 
 
+def receipt_signature_payload(decision_id: str | None, key_id: str, receipt_hash: str, record_hash: str) -> bytes:
+    """Signed bytes of a receipt: canonical ``{decision_id, key_id, receipt_hash, record_hash}``
+    (the keys sign bytes; the record protocol says which)."""
+    return canonical_bytes({"decision_id": decision_id, "key_id": key_id, "receipt_hash": receipt_hash,
+                            "record_hash": record_hash})
+
+
 def audit_chain_signature_payload(decision_id: Any, key_id: Any, audit_chain: Mapping[str, Any]) -> bytes:
     """What `audit_chain_signature` signs: canon({audit_chain_hash, decision_id, key_id}) with
     audit_chain_hash = sha256(canon(audit_chain)). The chain member is outside record_hash
@@ -454,9 +461,8 @@ def seal_record(record: Mapping[str, Any], *, receipt_signer: ReceiptSigner | No
     signature_block: IntegritySignature | None = None
     if receipt_signer is not None:
         sealed["receipt_key_id"] = receipt_signer.key_id
-        sealed["receipt_signature"] = receipt_signer.sign_receipt(
-            sealed.get("decision_id"), sealed["receipt_hash"], sealed["record_hash"]
-        )
+        sealed["receipt_signature"] = receipt_signer.sign_payload(receipt_signature_payload(
+            sealed.get("decision_id"), receipt_signer.key_id, sealed["receipt_hash"], sealed["record_hash"]))
         sealed["receipt_signature_algorithm"] = receipt_signer.algorithm
         signature_block = {"algorithm": receipt_signer.algorithm, "key_id": receipt_signer.key_id}
         if receipt_signer.algorithm == SIG_ED25519 and receipt_signer.public_key_fingerprint:

@@ -36,7 +36,6 @@ from gate.advisory.record import (
     build_advisory_record,
 )
 from gate.advisory.request import AdvisoryRequest, prepare_advisory_request
-from gate.clock import iso_ms
 from gate.errors import GateError
 from gate.protocol.decision_record import DecisionRecord
 from gate.rulebook.patterns import PatternRegistry, load_patterns
@@ -113,14 +112,13 @@ class AdvisoryService:
         receipt_signer = pipeline.receipt_signer()
         outcome = self._evaluate(prepared)
         pattern = prepared.pattern
-        created_at = iso_ms(pipeline.clock.now())
-        decision_id = pipeline.ids.decision_id()
+        stamp = pipeline.stamp(claim, request_id)
         record = DecisionRecord.built(build_advisory_record(
-            decision_id=decision_id,
-            request_id=request_id or pipeline.ids.request_id(),
-            idempotency_key=idempotency_key,
-            created_at=created_at,
-            input_hash=claim.fingerprint.input_hash,
+            decision_id=stamp.decision_id,
+            request_id=stamp.request_id,
+            idempotency_key=stamp.idempotency_key,
+            created_at=stamp.created_at,
+            input_hash=stamp.input_hash,
             mode=prepared.mode,
             question=prepared.question,
             context=prepared.context,

@@ -18,8 +18,8 @@ from gate import vocabulary as C
 from gate.adapters import AdapterRegistry, AdapterRun
 from gate.advisory.request import is_advisory_body
 from gate.chain.links import chain_id_for, scope_hash
-from gate.clock import Clock, IdSource, RandomIds, SystemClock, iso_ms
-from gate.errors import DuplicateIdempotencyKey, GateError, SnapshotRace
+from gate.clock import Clock, IdSource, RandomIds, SystemClock
+from gate.errors import GateError, SnapshotRace
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
 from gate.ledger import Ledger, StoredDecision, StoredSnapshot
@@ -146,31 +146,30 @@ class DecisionService:
 
     def _store_evaluated(self, claim: Claim, evaluated: Evaluated, request_id: str | None,
                          receipt_signer: ReceiptSigner | None) -> DecideResult:
-        """Build, seal and store; one retry when a concurrent first binding of the rulebook won
-        the snapshot race, and the winner's replay when a concurrent request won the key."""
+        """Build, seal and store (`DecisionPipeline.store`: the winner's replay when a concurrent
+        request won the key); one retry when a concurrent first binding of the rulebook won the
+        snapshot race."""
         for attempt in range(2):
             try:
                 return self._store_new(claim, evaluated, request_id, receipt_signer)
             except SnapshotRace:
                 if attempt:
                     raise GateError("LEDGER_UNAVAILABLE", "rulebook snapshot registration raced twice") from None
-            except DuplicateIdempotencyKey:
-                return self.pipeline.replay_winner(claim)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _store_new(self, claim: Claim, evaluated: Evaluated, request_id: str | None,
                    receipt_signer: ReceiptSigner | None) -> DecideResult:
         prepared, adapter = evaluated.prepared, evaluated.adapter
-        created_at = iso_ms(self.clock.now())
+        stamp = self.pipeline.stamp(claim, request_id)
         registry, snapshot_row = self.snapshots.registry_for(
-            claim.caller.scope, evaluated.rulebook, evaluated.rulebook_hash, created_at,
+            claim.caller.scope, evaluated.rulebook, evaluated.rulebook_hash, stamp.created_at,
             adapter.adapter.dependency() if adapter is not None else None)
         built = DecisionRecord.built(build_rulebook_record(RulebookRecordInputs(
-            decision_id=self.ids.decision_id(),
-            request_id=request_id or self.ids.request_id(),
-            idempotency_key=claim.idempotency_key,
-            created_at=created_at,
-            input_hash=claim.fingerprint.input_hash,
+            decision_id=stamp.decision_id,
+            request_id=stamp.request_id,
+            idempotency_key=stamp.idempotency_key,
+            created_at=stamp.created_at,
+            input_hash=stamp.input_hash,
             facts=evaluated.facts,
             rulebook=prepared.rulebook,
             rulebook_hash=evaluated.rulebook_hash,
@@ -184,11 +183,10 @@ class DecisionService:
             adapter_facts=adapter.adapter_facts if adapter is not None else None,
         ), attestation_key=self.signing.attestation_key(), receipt_signer=receipt_signer))
         record, extra = self._observe_release(claim.caller.scope, built, evaluated, receipt_signer)
-        written = self.pipeline.store_sealed(
+        return self.pipeline.store(
             claim, record, rulebook_hash=evaluated.rulebook_hash, receipt_signer=receipt_signer,
             snapshot_row=snapshot_row, confidence=self._confidence_bucket(claim.caller.scope, record),
-            extra=extra, facts=evaluated.facts)
-        return DecideResult(written.sealed, CREATED, written.used, evaluated.notices)
+            extra=extra, facts=evaluated.facts, headers=evaluated.notices)
 
     def _observe_release(self, scope: str, record: DecisionRecord, evaluated: Evaluated,
                          receipt_signer: ReceiptSigner | None) -> tuple[DecisionRecord, list[DecisionExtra]]:

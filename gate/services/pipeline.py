@@ -22,7 +22,7 @@ from typing import Any
 from gate.chain.links import chain_id_for, new_link, record_audit_chain
 from gate.chain.merkle import CompactRange
 from gate.chain.rowseal import DecisionRow, SealedDecisionRow, sealed_decision_row
-from gate.clock import Clock, IdSource
+from gate.clock import Clock, IdSource, iso_ms
 from gate.errors import DuplicateIdempotencyKey, GateError, IdempotencyConflict, SigningUnavailable
 from gate.keys.apikeys import DEFAULT_PERMISSIONS
 from gate.keys.config import LiveSigning, SigningSetup
@@ -96,6 +96,18 @@ class Claim:
     caller: Caller
     idempotency_key: str | None
     fingerprint: Fingerprint
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """What every new record of a decide states first, binding or advisory: its ids, its time
+    and the input hash its claim fingerprinted (`DecisionPipeline.stamp`)."""
+
+    decision_id: str
+    request_id: str
+    idempotency_key: str | None
+    created_at: str
+    input_hash: str
 
 
 def fingerprint(request: Any) -> Fingerprint:
@@ -207,6 +219,13 @@ class DecisionPipeline:
             raise SigningUnavailable()
         return signer
 
+    def stamp(self, claim: Claim, request_id: str | None) -> Stamp:
+        """The new record's ids (the caller's request id, else a new one) and time, now."""
+        created_at = iso_ms(self.clock.now())
+        decision_id = self.ids.decision_id()
+        return Stamp(decision_id, request_id or self.ids.request_id(), claim.idempotency_key, created_at,
+                     claim.fingerprint.input_hash)
+
     def store_sealed(
         self, claim: Claim, record: DecisionRecord, *, rulebook_hash: str, receipt_signer: ReceiptSigner | None,
         snapshot_row: SnapshotRow | None = None, confidence: Bucket | None = None,
@@ -236,15 +255,18 @@ class DecisionPipeline:
 
     def store(
         self, claim: Claim, record: DecisionRecord, *, rulebook_hash: str, receipt_signer: ReceiptSigner | None,
-        facts: Any = None,
+        snapshot_row: SnapshotRow | None = None, confidence: Bucket | None = None,
+        extra: Sequence[DecisionExtra] = (), facts: Any = None, headers: tuple[tuple[str, str], ...] = (),
     ) -> DecideResult:
-        """Store the record and answer `created`; a lost race for the key answers the winner's replay."""
+        """The one end of every decide, binding or advisory: store the record (`store_sealed`) and
+        answer `created` (with the decide's response `headers`); a lost race for the key answers
+        the winner's replay."""
         try:
             written = self.store_sealed(claim, record, rulebook_hash=rulebook_hash, receipt_signer=receipt_signer,
-                                        facts=facts)
+                                        snapshot_row=snapshot_row, confidence=confidence, extra=extra, facts=facts)
         except DuplicateIdempotencyKey:
             return self.replay_winner(claim)
-        return DecideResult(written.sealed, CREATED, written.used)
+        return DecideResult(written.sealed, CREATED, written.used, headers)
 
 
 __all__ = [
@@ -255,6 +277,7 @@ __all__ = [
     "DecideResult",
     "DecisionPipeline",
     "Fingerprint",
+    "Stamp",
     "fingerprint",
     "record_chain",
     "replay",

@@ -10,9 +10,9 @@ from typing import Any
 
 from gate.keys.anchors import TrustAnchors
 from gate.keys.detached import _ed25519_signature_holds, _hmac_signature_holds, _member_signature, _safe
-from gate.keys.signing import b64url_decode, raw_public_key_from_pem, receipt_signature_payload
+from gate.keys.signing import b64url_decode, raw_public_key_from_pem
 from gate.protocol.confidence import confidence_hash, confidence_signature_payload
-from gate.protocol.records import audit_chain_signature_payload
+from gate.protocol.records import audit_chain_signature_payload, receipt_signature_payload
 from gate.protocol.release_arm import release_arm_hash, release_arm_signature_payload
 from gate.verify.result import CheckResult, CheckValue
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256

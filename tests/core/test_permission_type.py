@@ -6,6 +6,8 @@ the one parser, refused with its error."""
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from mypy import api as mypy_api
 
 from gate.keys.apikeys import parse_permissions
 from gate.principals import PERMISSIONS, is_permission, permits
+from tests.cli_in_process import gate_in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("gate", "gate_client", "api", "gate_cli", "workbench")
@@ -95,3 +98,21 @@ def test_a_keys_list_naming_no_key_right_is_refused(text, unknown):
     with pytest.raises(ValueError) as caught:
         parse_permissions(text)
     assert str(caught.value).startswith(f"unknown permission(s) {unknown}; ")
+
+
+def test_the_command_line_refuses_a_misspelt_permission_and_changes_nothing(gate_env):
+    """Where a right is typed from outside (`gate keys create|grant --permissions`), a misspelt
+    one is refused by the one parser, naming it, and no key is stored or widened."""
+    def keys(*args: str) -> subprocess.CompletedProcess[str]:
+        return gate_in_process(["keys", *args], env=gate_env)
+
+    refused = keys("create", "--scope", "s1", "--permissions", "decide,aprove")
+    assert refused.returncode != 0 and "unknown permission(s) aprove" in refused.stderr
+    assert keys("list", "--json").stdout.strip() == "[]"
+    made = keys("create", "--scope", "s1", "--permissions", "publish", "--json")
+    assert made.returncode == 0, made.stderr
+    key_id = json.loads(made.stdout)["key_id"]
+    widened = keys("grant", key_id, "--permissions", "relase")
+    assert widened.returncode != 0 and "unknown permission(s) relase" in widened.stderr
+    listed = json.loads(keys("list", "--json").stdout)
+    assert [(row["key_id"], row.get("permissions")) for row in listed] == [(key_id, "decide,publish")]

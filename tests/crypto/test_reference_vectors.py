@@ -8,11 +8,11 @@ import hmac
 import pytest
 from crypto_support import HMAC_KEY_ID, HMAC_SECRET, load_vector
 
-from gate.keys.signing import receipt_signature_payload
 from gate.protocol.canonical import canonical_bytes, sha256_hex
 from gate.protocol.records import (
     action_binding_from_context,
     receipt_hash,
+    receipt_signature_payload,
     record_envelope,
     record_hash,
 )

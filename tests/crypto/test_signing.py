@@ -32,10 +32,10 @@ from gate.keys.signing import (
     public_key_fingerprint,
     public_key_pem_from_raw,
     raw_public_key_from_pem,
-    receipt_signature_payload,
     rotate_keyring,
     seed_from_private_key_pem,
 )
+from gate.protocol.records import receipt_signature_payload
 
 # RFC 8032 §7.1, test 1.
 RFC_SEED = bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
@@ -148,18 +148,18 @@ def test_ed25519_receipt_signer_format():
     assert signer.algorithm == "ed25519"
     assert signer.key_id == key.key_id
     assert signer.public_key_fingerprint == key.fingerprint
-    signature = signer.sign_receipt("dec_1", "a" * 64, "b" * 64)
+    payload = receipt_signature_payload("dec_1", key.key_id, "a" * 64, "b" * 64)
+    signature = signer.sign_payload(payload)
     assert signature.startswith("ed25519:")
     raw = b64url_decode(signature[len("ed25519:"):])
-    payload = receipt_signature_payload("dec_1", key.key_id, "a" * 64, "b" * 64)
     assert ed25519_verify(key.public_key_raw, payload, raw)
 
 
 def test_hmac_receipt_signer_format():
     signer = HmacReceiptSigner(HmacKey("k1", b"secret"))
     assert signer.algorithm == "hmac-sha256" and signer.public_key_fingerprint is None
-    signature = signer.sign_receipt("dec_1", "a" * 64, "b" * 64)
     payload = receipt_signature_payload("dec_1", "k1", "a" * 64, "b" * 64)
+    signature = signer.sign_payload(payload)
     assert signature == "hmac-sha256:" + hmac.new(b"secret", payload, hashlib.sha256).hexdigest()
     with pytest.raises(TypeError):
         signer.sign_attestation_hash("a" * 64)

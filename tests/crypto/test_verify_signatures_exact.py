@@ -12,7 +12,6 @@ from gate.keys.signing import (
     Ed25519ReceiptSigner,
     HmacKey,
     HmacReceiptSigner,
-    receipt_signature_payload,
 )
 from gate.protocol.confidence import (
     ConfidenceCounts,
@@ -20,7 +19,7 @@ from gate.protocol.confidence import (
     confidence_signature_payload,
 )
 from gate.protocol.decision_record import release_arm_part
-from gate.protocol.records import audit_chain_signature_payload
+from gate.protocol.records import audit_chain_signature_payload, receipt_signature_payload
 from gate.verify import TrustAnchors
 from gate.verify.signatures import (
     check_audit_chain_signature,
