@@ -24,7 +24,7 @@ from aiosmtpd.controller import Controller
 
 from gate.events.outbound import Outbound
 from gate.holds.events import verify_resolution
-from gate.holds.policy import HoldPolicy, weakenings
+from gate.holds.policy import HoldPolicy, disclosed, move_loosens, recipients, weakenings
 from tests.holds.support import Holds, MovingClock, held_request, policy, queue
 from tests.holds.test_hold_request import refund_held
 
@@ -702,3 +702,11 @@ def test_widening_what_a_queue_shows_is_a_weakening_narrowing_it_is_not():
                       HoldPolicy.from_json({**loud, "routes": routes})) == ("queues.loud.show",)
     assert "routes[refund_window_gate/*]" in weakenings(HoldPolicy.from_json(quiet),
                                                        HoldPolicy.from_json({**loud, "routes": routes}))
+    # a move to a queue whose channels show a reached recipient more is refused (`show`), one that shows less is not
+    held_in = HoldPolicy.from_json(quiet).queue("loud")
+    louder, quieter = HoldPolicy.from_json(loud).queue("loud"), HoldPolicy.from_json(policy(
+        {"default": {**queue(), "notify": _channels(), "show": []}})).queue("default")
+    assert held_in is not None and louder is not None and quieter is not None
+    reached = recipients((held_in,)) | disclosed((held_in,))
+    assert move_loosens(held_in.guard(), reached, louder) == ["show"]
+    assert move_loosens(held_in.guard(), reached, quieter) == []
