@@ -12,6 +12,8 @@ do only what its roles there permit, for as long as its server-side session live
 from __future__ import annotations
 
 import secrets
+import time
+from collections.abc import Callable
 from typing import Any
 
 import panel as pn
@@ -81,14 +83,15 @@ def make_server(store: WorkbenchStore, access: Access, address: str, port: int, 
                 origins: list[str] | None = None, cookie_secret: str | None = None,
                 start: bool = False, discovery: Discovery | None = None,
                 idle_seconds: float = IDLE_SECONDS, lifetime_seconds: float | None = None,
-                trusted_proxies: tuple[ProxyNetwork, ...] = ()) -> Any:
+                trusted_proxies: tuple[ProxyNetwork, ...] = (), clock: Callable[[], float] = time.monotonic) -> Any:
     """A Panel (Bokeh/Tornado) server object, not yet started unless `start`. `origins` are
     the extra `host:port` names browsers may open it under (its websocket and sign-in form
     refuse others); `trusted_proxies` may say by `X-Forwarded-Proto` that a request came over
     https (`workbench.app.origins`). With OpenID Connect the provider's discovery document is
     read now (OIDCConfigError). A session ends after `idle_seconds` without a request or an
     action, and `lifetime_seconds` after its sign-in in any case (default: Panel's
-    `oauth_expiry`, the cookie's lifetime)."""
+    `oauth_expiry`, the cookie's lifetime), both counted on `clock` (monotonic seconds; a test
+    passes one it moves)."""
     # No toast notifications: Panel draws them with a component that evaluates script strings,
     # which the Content-Security-Policy (no 'unsafe-eval') refuses; pages report in status lines.
     pn.extension("codeeditor", "tabulator")
@@ -96,7 +99,7 @@ def make_server(store: WorkbenchStore, access: Access, address: str, port: int, 
     own = Origins.of(names, trusted_proxies)
     lifetime = lifetime_seconds if lifetime_seconds is not None else pn.config.oauth_expiry * DAY_SECONDS
     sessions = (SignedSessions(access, idle_seconds, secure=not is_loopback(address), origins=own,
-                               lifetime_seconds=lifetime) if access.authenticated else None)
+                               lifetime_seconds=lifetime, clock=clock) if access.authenticated else None)
 
     def factory() -> pn.viewable.Viewable:
         return session_app(store, access, sessions)

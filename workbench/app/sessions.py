@@ -257,8 +257,9 @@ class SignedSessions:
     session) belongs to."""
 
     def __init__(self, access: Access, idle_seconds: float = IDLE_SECONDS, secure: bool = False,
-                 origins: Origins | None = None, lifetime_seconds: float = float("inf")) -> None:
-        self.book = SessionBook(idle_seconds, lifetime_seconds=lifetime_seconds)
+                 origins: Origins | None = None, lifetime_seconds: float = float("inf"),
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.book = SessionBook(idle_seconds, clock=clock, lifetime_seconds=lifetime_seconds)
         self.grants = GrantsWatch(access, self.book)
         self.secure = secure
         self.origins = origins or Origins()

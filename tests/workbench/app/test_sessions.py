@@ -71,6 +71,22 @@ def served(store, access, address: str, port: int, **options):
         thread.join(30)
 
 
+class SessionClock:
+    """The session book's clock, moved by the test (`make_server(clock=...)`): the idle limit and
+    the lifetime pass when the test says, however slowly a loaded host opens a page. `reads`
+    counts the book's looks at it: every request and every message of a page asks it."""
+
+    def __init__(self) -> None:
+        self.now, self.reads = 1_000.0, 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 @pytest.fixture
 def people(tmp_path):
     users, grants = tmp_path / "users.json", tmp_path / "grants.json"
@@ -330,3 +346,100 @@ def test_signing_in_again_without_signing_out_ends_the_earlier_session(server):
         second = user_cookie(sign_in(browser, url, "bo"))
         assert second != first and _opens(url, second)
         assert not _opens(url, first)
+
+
+class _Page:
+    """A page's websocket spoken by hand in Bokeh's protocol: its document pulled, a tab switch
+    sent as a `PATCH-DOC`, and what the server answers read back."""
+
+    def __init__(self, socket) -> None:
+        from bokeh.client.websocket import WebSocketClientConnectionWrapper
+        from bokeh.protocol import Protocol
+        from bokeh.protocol.receiver import Receiver
+
+        self.socket, self.connection = socket, WebSocketClientConnectionWrapper(socket)
+        self.protocol = Protocol()
+        self.receiver = Receiver(self.protocol)
+
+    async def receive(self, seconds: float = 60):
+        async def one():
+            while True:
+                fragment = await self.socket.read_message()
+                assert fragment is not None, "the server closed the page's websocket"
+                message = await self.receiver.consume(fragment)
+                if message is not None:
+                    return message
+        return await asyncio.wait_for(one(), seconds)
+
+    async def tabs(self):
+        """The page's document, pulled and reported drawn (as BokehJS does: until then Panel
+        writes the page no change): its tabs."""
+        import panel  # noqa: F401  # the page's models, to read its document
+        from bokeh.document import Document
+        from bokeh.document.events import MessageSentEvent
+        from bokeh.events import DocumentReady
+        from bokeh.models import Tabs
+
+        assert (await self.receive()).msgtype == "ACK"
+        await self.protocol.create("PULL-DOC-REQ").send(self.connection)
+        reply, self.document = await self.receive(), Document()
+        reply.push_to_document(self.document)
+        ready = self.protocol.create("PATCH-DOC", [MessageSentEvent(self.document, "bokeh_event", DocumentReady())])
+        await ready.send(self.connection)
+        while (await self.receive()).header.get("reqid") != ready.header["msgid"]:
+            pass
+        return next(model for model in self.document.models if isinstance(model, Tabs))
+
+    async def switch(self, tabs, active: int) -> tuple[bool, bool]:
+        """Show tab `active`: (whether the server handled the message, whether it drew
+        "Your session ended"), once one of them is known."""
+        from bokeh.document.events import ModelChangedEvent
+
+        message = self.protocol.create("PATCH-DOC", [ModelChangedEvent(self.document, tabs, "active", active)])
+        await message.send(self.connection)
+        while True:
+            answer = await self.receive()
+            if answer.msgtype == "OK" and answer.header.get("reqid") == message.header["msgid"]:
+                return True, False
+            if "Your session ended" in json.dumps(answer.content):
+                return False, True
+
+
+async def _busy_past_its_lifetime(url: str, cookie: str, token: str, clock: SessionClock, step: float,
+                                  lifetime: float) -> list[tuple[float, bool, bool]]:
+    """A page switching tabs every `step` seconds of the book's clock until past `lifetime`: for
+    each switch, the clock's age of the session, whether it acted and whether the page closed."""
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    request = HTTPRequest(url.replace("http://", "ws://") + "/workbench/ws",
+                          headers={"Cookie": f"user={cookie}", "Origin": url})
+    page = _Page(await websocket_connect(request, subprotocols=["bokeh", token]))
+    tabs, opened, seen = await page.tabs(), clock.now, []
+    try:
+        while not seen or not seen[-1][2]:
+            assert clock.now - opened < lifetime + 2 * step, seen  # the page closed soon after its lifetime
+            seen.append((clock.now - opened, *await page.switch(tabs, len(seen) % 2 + 1)))
+            clock.advance(step)
+    finally:
+        page.socket.close()
+    return seen
+
+
+def test_a_page_kept_busy_past_its_lifetime_acts_no_more(workbench_home, people):
+    """Issue 63, defect 3, over a real websocket: a page kept busy (a tab switch every 4 s, idle
+    limit 10 s) acts at every message while its session lives; the first message past the
+    session's lifetime (30 s after the sign-in) is not read (no `OK`), the page draws "Your
+    session ended", and the cookie opens nothing more. Time is the book's clock, moved here."""
+    users, grants = people
+    clock = SessionClock()
+    with running(workbench_home[0], access_for("127.0.0.1", users, grants), idle_seconds=10.0,
+                 lifetime_seconds=30.0, clock=clock) as port:
+        url = f"http://127.0.0.1:{port}"
+        with httpx.Client(timeout=60) as client:
+            cookie = user_cookie(sign_in(client, url))
+            page = client.get(f"{url}/workbench", params={"scope": "acme"})
+            token = re.search(r'"token":\s*"([^"]+)"', page.text).group(1)
+        seen = _run(_busy_past_its_lifetime(url, cookie, token, clock, step=4.0, lifetime=30.0))
+        assert seen == [(age, True, False) for age in range(0, 30, 4)] + [(32.0, False, True)]
+        assert not _opens(url, cookie)
