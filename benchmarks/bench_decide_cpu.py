@@ -15,8 +15,12 @@ several per transaction, as it does under load; the default is one caller after 
 CPU time, in the request thread and in the writer thread (one caller, whatever `--threads` says).
 The profiler slows Python calls more than C work, so the split is a share, not a cost in µs.
 
+`--parts` times the parts of one decide and of one `/healthz` in this tree (PARTS: the test client,
+Flask, the route, the key check, the body, the service, the writer), each on its own thread's CPU
+clock by a wrapper instead of a profiler, so the figures are µs (issue 68, item 6).
+
     .venv/bin/python benchmarks/bench_decide_cpu.py [--decides 2000] [--rounds 3] [--rev a85e481] [--split]
-                                                    [--threads 8] [--backend postgresql]
+                                                    [--parts] [--threads 8] [--backend postgresql]
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ RESULTS = ROOT / "benchmarks" / "results" / "decide_cpu.json"
 WORKER = textwrap.dedent("""
     import dataclasses, json, sys, tempfile, time
     from pathlib import Path
-    decides, warmup, split, threads = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "split", int(sys.argv[4])
+    decides, warmup, mode, threads = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    split = mode == "split"
+    PARTS = json.loads(sys.argv[6]) if mode == "parts" else []
     database = sys.argv[5]  # "sqlite" (a file in the temporary home) or a PostgreSQL URL
     from api.app import create_app
     from gate.keys.signing import generate_keyring
@@ -61,6 +67,24 @@ WORKER = textwrap.dedent("""
             settings = dataclasses.replace(settings, ledger_pool_size=threads + LEDGER_POOL_BEYOND_THREADS)
         except ImportError:  # a tree (--rev, --tree) from before the pool followed the threads
             pass
+        profiles = []
+        parts = {}
+        if mode == "parts":  # each part's own thread CPU, inclusive, with no profiler (PARTS)
+            import importlib, functools
+            def timed(owner, name, label):
+                inner = getattr(owner, name)
+                @functools.wraps(inner)
+                def wrapper(*args, **kwargs):
+                    t = time.thread_time()
+                    try:
+                        return inner(*args, **kwargs)
+                    finally:
+                        parts[label] = parts.get(label, 0.0) + time.thread_time() - t
+                setattr(owner, name, wrapper)
+            for label, where, name in PARTS:
+                module, _, cls = where.partition(":")
+                owner = importlib.import_module(module)
+                timed(getattr(owner, cls) if cls else owner, name, label)
         app = create_app(settings)
         key = create_key(settings, "bench", "scale", 1_000_000_000, None)["api_key"]
         client = app.test_client()
@@ -69,7 +93,7 @@ WORKER = textwrap.dedent("""
             answer = client.post("/api/decide", data=body, headers=headers)
             assert answer.status_code == 200, answer.data
             client.get("/healthz")
-        profiles = []
+        parts.clear()
         if split:
             import cProfile
             from gate.ledger import groupcommit
@@ -93,11 +117,15 @@ WORKER = textwrap.dedent("""
                 codes = list(pool.map(post, range(decides)))
         decide = (time.process_time() - t0) / decides
         assert set(codes) == {200}, codes
+        decide_parts, _ = dict(parts), parts.clear()
         t1 = time.process_time()
         for _ in range(decides):
             client.get("/healthz")
         healthz = (time.process_time() - t1) / decides
         out = {"decide_ms": decide * 1000, "healthz_ms": healthz * 1000}
+        if mode == "parts":
+            out["parts"] = {label: 1e6 * seconds / decides for label, seconds in decide_parts.items()}
+            out["healthz_parts"] = {label: 1e6 * seconds / decides for label, seconds in parts.items()}
         if split:
             main.disable()
             import pstats
@@ -131,11 +159,30 @@ STAGES = [
 ]
 
 
-def _once(tree: Path, decides: int, warmup: int, split: bool, threads: int = 1, backend: str = "sqlite") -> dict:
+# Parts of a decide (and of a `/healthz`), each timed on its own thread's CPU clock, inclusive,
+# by a wrapper (`--parts`; about a microsecond per call, no profiler): (label, "module:Class", function).
+PARTS = [
+    ("request thread: the test client's request, whole", "flask.testing:FlaskClient", "open"),
+    ("Flask from the WSGI call (hooks, context, response)", "flask.app:Flask", "wsgi_app"),
+    ("Flask's dispatch with its before/after hooks", "flask.app:Flask", "full_dispatch_request"),
+    ("the route (everything under Flask's dispatch)", "flask.app:Flask", "dispatch_request"),
+    ("route: key check", "api.auth:Authenticator", "authenticate"),
+    ("route: body read and parsed", "api.routes.decide", "read_json"),
+    ("route: response written", "api.routes.decide", "json_text_response"),
+    ("the decide service", "gate.services.decide:DecisionService", "decide"),
+    ("service: record built and sealed", "gate.services.decide", "build_rulebook_record"),
+    ("service: row seal and hand-off to the writer", "gate.services.pipeline:DecisionPipeline", "store_sealed"),
+    ("writer thread: the batch, whole", "gate.ledger.groupcommit:GroupWriter", "_run"),
+    ("writer: Ledger._store_one", "gate.ledger.store:Ledger", "_store_one"),
+]
+
+
+def _once(tree: Path, decides: int, warmup: int, split: bool | str, threads: int = 1, backend: str = "sqlite") -> dict:
     database, drop = ("sqlite", lambda: None) if backend == "sqlite" else _database(backend, Path(tempfile.gettempdir()))
+    mode = split if isinstance(split, str) else ("split" if split else "-")
     try:
-        done = subprocess.run([sys.executable, "-c", WORKER, str(decides), str(warmup), "split" if split else "-",
-                               str(threads), database],
+        done = subprocess.run([sys.executable, "-c", WORKER, str(decides), str(warmup), mode,
+                               str(threads), database, json.dumps(PARTS)],
                               cwd=tree, capture_output=True, text=True, check=True,
                               env={**os.environ, "PYTHONPATH": str(tree)}, timeout=900)
     finally:
@@ -178,6 +225,8 @@ def main() -> int:
     parser.add_argument("--rev", help="a commit to measure beside this tree (extracted with git archive)")
     parser.add_argument("--tree", type=Path, help="another checkout to measure beside this tree")
     parser.add_argument("--split", action="store_true", help="also profile this tree's stages")
+    parser.add_argument("--parts", action="store_true",
+                        help="also time this tree's parts (PARTS) on thread CPU, in µs per decide and per /healthz")
     parser.add_argument("--backend", default="sqlite", choices=["sqlite", "postgresql"],
                         help="the ledger: a SQLite file, or a throw-away PostgreSQL database (GATE_BENCH_PG_ADMIN_URL); "
                              "the CPU read is this process's, not PostgreSQL's own")
@@ -225,9 +274,29 @@ def _measure(args: argparse.Namespace, other: Path | None) -> int:
         for label, ms, calls in stages:
             print(f"  {label:<56} {100 * ms / (route + writer):5.1f}%  ({calls} call(s) per decide)")
         result["split"] = [{"stage": label, "ms_profiled": ms, "calls": calls} for label, ms, calls in stages]
+    if args.parts:
+        result["parts"] = _parts(args)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     return 0
+
+
+def _parts(args: argparse.Namespace) -> list[dict]:
+    """Each part's thread CPU per decide and per `/healthz` (µs, medians of `--rounds` runs of one
+    caller, so the request thread's parts are one request's and the writer's one batch of one)."""
+    runs = [_once(ROOT, args.decides, args.warmup, "parts", 1, args.backend) for _ in range(args.rounds)]
+    print(f"parts of this tree's decide (thread CPU, inclusive, µs; median of {args.rounds}, one caller, "
+          f"load {os.getloadavg()[0]:.2f}):")
+    print(f"  {'part':<56} {'decide':>8} {'/healthz':>9}")
+    rows = []
+    for label, _, _ in PARTS:
+        decide = statistics.median(run["parts"].get(label, 0.0) for run in runs)
+        healthz = statistics.median(run["healthz_parts"].get(label, 0.0) for run in runs)
+        print(f"  {label:<56} {decide:>8.0f} {healthz:>9.0f}")
+        rows.append({"part": label, "decide_us": decide, "healthz_us": healthz})
+    process = statistics.median(run["decide_ms"] for run in runs), statistics.median(run["healthz_ms"] for run in runs)
+    print(f"  {'the process (every thread)':<56} {1000 * process[0]:>8.0f} {1000 * process[1]:>9.0f}")
+    return rows
 
 
 if __name__ == "__main__":
