@@ -25,9 +25,9 @@ from gate.services.keys import KeyService
 from gate.services.lifecycle import LifecycleService
 from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
 from gate.services.periodic import PeriodicWorker
+from gate.services.privacy import PrivacyService
 from gate.services.releases import ReleaseService
 from gate.services.replay import ReplayService
-from gate.services.privacy import PrivacyService
 from gate.services.scope_events import ScopeEventService
 from gate.settings import Settings
 from workbench.services.reports import ReportService

@@ -42,8 +42,8 @@ from gate.ledger.event_settings import EventSettingsLedger
 from gate.ledger.holds import HoldLedger
 from gate.ledger.outbox import Outbox, event_types_of
 from gate.ledger.releases import Announcement, ReleaseLedger, ReleaseRace
-from gate.privacy.datamap import PrivacySettings
 from gate.principals import Permission, Principal, require
+from gate.privacy.datamap import PrivacySettings
 from gate.protocol.canonical import canonical_text
 from gate.releases.governance import (
     GOVERNANCE_ID,
