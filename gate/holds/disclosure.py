@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gate.holds.request import MEMBERS, HoldRequest
+from gate.privacy.masking import Masker
 
 MASK = "•••"
 FACT_PREFIX = "facts."
@@ -37,16 +38,35 @@ class Disclosure:
     signed: bool
 
 
-def disclose(show: Collection[str], request: HoldRequest | None, facts: Mapping[str, Any]) -> Disclosure:
-    """What a destination whose rule is `show` may read of a hold's `request` and `facts`."""
+def _let_out(value: Any, path: str | None, privacy: Masker | None) -> Any:
+    """A value `show` names, as the scope's data map lets it out to the notices (issue 67): a
+    personal or sensitive member is masked unless the governed `notices` rule keeps it (its
+    keyed token when the rule hashes it)."""
+    if privacy is None:
+        return value
+    allowed, out = privacy.let_out(path, value)
+    return out if allowed else MASK
+
+
+def _request_path(name: str) -> str | None:
+    """The request path of a request member a hold shows (the data map names members by it)."""
+    return "context." + name if name in MEMBERS[1:] else None
+
+
+def disclose(show: Collection[str], request: HoldRequest | None, facts: Mapping[str, Any],
+             privacy: Masker | None = None) -> Disclosure:
+    """What a destination whose rule is `show` may read of a hold's `request` and `facts`; with
+    `privacy` (the scope's `notices` masker for this hold's request, gate.privacy.masking), a
+    value `show` names still leaves only as the data map's rule lets it out: the queue's `show`
+    is one destination of that rule, not a second home (issue 67)."""
     named = frozenset(show)
     members: list[tuple[str, Any]] = []
     if request is not None and request["signed"]:
         for name in REQUEST_NAMES:
             value = request.get(name)
             if value is not None:
-                members.append((name, value if name in named else MASK))
-    shown = [(name, value if FACT_PREFIX + str(name) in named else MASK)
-             for name, value in sorted(facts.items(), key=lambda item: str(item[0]))]
+                members.append((name, _let_out(value, _request_path(name), privacy) if name in named else MASK))
+    shown = [(name, _let_out(value, "context.inputs." + str(name), privacy) if FACT_PREFIX + str(name) in named
+              else MASK) for name, value in sorted(facts.items(), key=lambda item: str(item[0]))]
     masked = sum(1 for _, value in (*members, *shown) if value is MASK)
     return Disclosure(tuple(members), tuple(shown), masked, bool(request is not None and request["signed"]))

@@ -98,6 +98,24 @@ class Masker:
             return [None if item is _DROPPED else item for item in items]
         return node
 
+    def action_of(self, path: str | None, value: Any) -> str:
+        """What this rule does with `value` found at request path `path` (None: a copy whose path
+        is not the request's): the declared member's action there, or, for a string, the
+        strictest action of the declared values it holds; keep when it holds none."""
+        actions = [self.rule.action(p, kind) for p, kind, _ in self.found.members if p == path]
+        if isinstance(value, str):
+            matched = self._matched(value)
+            if matched is not None:
+                actions.append(matched)
+        return max(actions, key=strictness, default=KEEP)
+
+    def let_out(self, path: str | None, value: Any) -> tuple[bool, Any]:
+        """(whether `value` at `path` may leave, what leaves: the value or its token)."""
+        action = self.action_of(path, value)
+        if action == DROP:
+            return False, None
+        return True, token(self.key, value) if action == HASH else value
+
     def mask_text(self, text: str) -> tuple[str, int]:
         """Free text (a log line) with each declared string value of at least `MIN_CONTAINED`
         characters (or the whole text, when equal) replaced: `[dropped]` or its token; how many."""

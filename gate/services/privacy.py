@@ -101,6 +101,16 @@ class PrivacyService:
         found: Found = found_in(settings.data_map, request)
         return Masker(settings.rule(destination), scope_key(self.key, scope), found)
 
+    def decision_masker(self, scope: str, decision_id: str, destination: str) -> Masker:
+        """The destination's masker for a stored decision's request (an empty one when the
+        scope declares nothing, or the decision is not the scope's)."""
+        settings = self.settings(scope)
+        request = None
+        if settings.data_map.declared():
+            stored = self.ledger.decision(scope, decision_id)
+            request = json.loads(stored.request_json) if stored is not None else None
+        return Masker(settings.rule(destination), scope_key(self.key, scope), found_in(settings.data_map, request))
+
     # ---------------------------------------------------------------- the governed setting
 
     def _governance(self) -> GovernanceService:
@@ -171,9 +181,7 @@ class PrivacyService:
         hold = answer.get("hold")
         if not settings.data_map.declared() or not isinstance(hold, Mapping):
             return dict(answer)
-        stored = self.ledger.decision(scope, str(answer.get("decision_id")))
-        request = json.loads(stored.request_json) if stored is not None else None
-        masker = Masker(settings.rule(destination), scope_key(self.key, scope), found_in(settings.data_map, request))
+        masker = self.decision_masker(scope, str(answer.get("decision_id")), destination)
         if not masker.active:
             return dict(answer)
         facts, pointers = masker.mask_facts(hold.get("facts") or {})

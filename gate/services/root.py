@@ -276,7 +276,7 @@ def _dispatcher(events: EventService, scope_events: ScopeEventService, ledger: L
     from gate.services.events import Dispatcher
     from gate.services.notify import notifier_from_settings
 
-    notifier = notifier_from_settings(ledger, settings, events.clock)
+    notifier = notifier_from_settings(ledger, settings, events.clock, events.privacy)
     tasks: dict[str, Callable[[], Any]] = {"scheduled-reports": scope_events.run_due,
                                            **(dict(notifier.tasks()) if notifier is not None else {})}
     stream = (JetStreamPublisher(events.outbox, settings.nats_url, settings.nats_stream, body_of=events.body_of)
