@@ -14,7 +14,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -76,12 +76,25 @@ class PrivacyAnswer(TypedDict):
 class PrivacyService:
     """A scope's privacy settings in force (cached `CACHE_SECONDS`) and the maskers they make."""
 
-    def __init__(self, ledger: Ledger, settings: SafeguardSettings, key: bytes,
+    def __init__(self, ledger: Ledger, settings: SafeguardSettings, key: bytes | Callable[[], bytes],
                  cache_seconds: float = CACHE_SECONDS) -> None:
-        self.ledger, self.safeguards, self.key = ledger, settings, key
+        self.ledger, self.safeguards = ledger, settings
+        # The key, or how to read it: read when a scope first hashes (a gate, or an export, whose
+        # scopes declare nothing never reads nor makes the key file).
+        self._key: bytes | None = key if isinstance(key, bytes) else None
+        self._key_source = key if callable(key) else None
         self.cache_seconds = cache_seconds
         self._cache: dict[str, tuple[float, PrivacySettings]] = {}
         self._lock = threading.Lock()
+
+    @property
+    def key(self) -> bytes:
+        """The gate's privacy key (read once, on first use)."""
+        if self._key is None:
+            if self._key_source is None:
+                raise TypeError("a PrivacyService needs a key or a key source")
+            self._key = self._key_source()
+        return self._key
 
     def settings(self, scope: str) -> PrivacySettings:
         now = time.monotonic()
@@ -99,7 +112,11 @@ class PrivacyService:
         """The destination's masker for one decide body of `scope`."""
         settings = self.settings(scope)
         found: Found = found_in(settings.data_map, request)
-        return Masker(settings.rule(destination), scope_key(self.key, scope), found)
+        return Masker(settings.rule(destination), self._scope_key(scope, found), found)
+
+    def _scope_key(self, scope: str, found: Found) -> bytes:
+        """The scope's key, read only when there is something to hash (nothing found: none)."""
+        return scope_key(self.key, scope) if found else b""
 
     def decision_masker(self, scope: str, decision_id: str, destination: str) -> Masker:
         """The destination's masker for a stored decision's request (an empty one when the
@@ -109,7 +126,8 @@ class PrivacyService:
         if settings.data_map.declared():
             stored = self.ledger.decision(scope, decision_id)
             request = json.loads(stored.request_json) if stored is not None else None
-        return Masker(settings.rule(destination), scope_key(self.key, scope), found_in(settings.data_map, request))
+        found = found_in(settings.data_map, request)
+        return Masker(settings.rule(destination), self._scope_key(scope, found), found)
 
     # ---------------------------------------------------------------- the governed setting
 

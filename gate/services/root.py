@@ -203,8 +203,8 @@ def privacy_service(ledger: Ledger, safeguards: SafeguardSettings, settings: Set
     they are the governed-change service), with the gate's privacy key (GATE_PRIVACY_KEY or its file)."""
     from gate.services.privacy import PrivacyService, load_key
 
-    return PrivacyService(ledger, safeguards, load_key(settings.privacy_key,
-                                                            settings.privacy_key_file or settings.home / "privacy.key"))
+    key_file = settings.privacy_key_file or settings.home / "privacy.key"
+    return PrivacyService(ledger, safeguards, lambda: load_key(settings.privacy_key, key_file))
 
 
 def key_service(ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None, *,

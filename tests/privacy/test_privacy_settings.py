@@ -130,3 +130,22 @@ def test_an_annotated_input_schema_stays_refused_as_the_reference_refuses_it(cli
     body["rulebook"]["input_schema"]["properties"]["customer_email"] = {"type": "string", "x-personal": "personal"}
     answer = client.post("/api/decide", json=body, headers=_h(keys, "alice"))
     assert answer.status_code == 422 and answer.get_json()["error"] == "RULEBOOK_INVALID"
+
+
+def test_the_key_file_is_made_only_when_a_scope_first_hashes(tmp_path):
+    from gate.ledger import Ledger
+    from gate.services.governance import SafeguardSettings
+    from gate.services.privacy import PrivacyService, load_key
+
+    key_file = tmp_path / "home" / "privacy.key"
+    ledger = Ledger(f"sqlite:///{tmp_path / 'gate.db'}")
+    ledger.upgrade()
+    service = PrivacyService(ledger, SafeguardSettings(ledger), lambda: load_key(None, key_file))
+    assert not service.masker("tenant_a", "logs", approved_request()).active
+    assert not key_file.exists()  # nothing declared: nothing hashed, no key read or made
+    first = service.key
+    assert key_file.read_text().strip().encode() == first and len(first) == 64
+    assert oct(key_file.stat().st_mode & 0o777) == "0o600"
+    assert load_key(None, key_file) == first  # every process reads the same one
+    with pytest.raises(Exception, match="at least 32"):
+        load_key("short", key_file)

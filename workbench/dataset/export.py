@@ -328,7 +328,7 @@ def export_ledger(
 
     run = manifest["runs"] + 1
     counter = _Progress(progress, total)
-    privacy = PrivacyService(ledger, SafeguardSettings(ledger), privacy_key or key_from_env())
+    privacy = PrivacyService(ledger, SafeguardSettings(ledger), privacy_key or key_from_env)
     files = _write_run(ledger, location, manifest, run, plan, cutoff, batch_size, counts, counter,
                        rollup_progress, lakehouse, privacy)
     manifest = _commit_run(location, manifest, run, plan, counts, cutoff, now, signer)
