@@ -29,6 +29,7 @@ from gate.errors import GateError
 from gate.events.outbound import check_operator_urls
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
+from gate.privacy.logs import install as install_log_masking
 from gate.settings import Settings, SettingsError
 from workbench.services.root import compose, live_signing
 
@@ -71,6 +72,7 @@ def create_app(
         ledger.upgrade()
     # The keyring file is followed while the app runs: signing-init / signing-rotate need no restart.
     signing = signing or live_signing(settings)
+    install_log_masking()  # a line logged while a request is handled masks its personal values (docs/privacy.md)
     app = Flask("decision_gate")
     app.config["MAX_CONTENT_LENGTH"] = None  # enforced by api.jsonio with the spec's error body
     if isinstance(app.json, DefaultJSONProvider):  # Flask's own provider, the one it always installs
@@ -97,6 +99,7 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSig
         events=core.events, holds=core.holds, lifecycle=core.lifecycle, audit=core.audit,
         scope_events=serving.scope_events, keys=serving.keys, replays=serving.replays, pilots=serving.pilots,
         proof_metrics=serving.proof_metrics, policy_alerts=serving.policy_alerts, reports=services.reports,
+        privacy=serving.privacy,
         hold_sweeper=serving.hold_sweeper, dispatcher=serving.dispatcher,
         limiter=limiter or make_rate_limiter(settings.redis_url),
         auth=Authenticator(ledger, settings.plans, cache_ms=settings.api_key_cache_ms,

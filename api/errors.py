@@ -177,6 +177,9 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "GOVERNANCE_SETTING_CHANGED": (409, "governance_refused"),
     "EVENTS_PERMISSION_DENIED": (403, "forbidden"),
     "KEYS_PERMISSION_DENIED": (403, "forbidden"),
+    # Issue 67: the data map and the masking rules (docs/privacy.md).
+    "PRIVACY_SETTINGS_INVALID": (400, "invalid_request"),
+    "PRIVACY_PERMISSION_DENIED": (403, "forbidden"),
 }
 
 

@@ -21,6 +21,7 @@ from api.mcp import ToolDefinition
 from api.parking import PARK
 from api.runtime import runtime
 from gate.errors import GateError, Signal
+from gate.privacy.datamap import MCP
 
 TOOL = "hold_resolution"
 _TEXT = {"type": ["string", "null"]}
@@ -88,4 +89,6 @@ def call(arguments: Any, message: dict[str, object]) -> dict[str, object]:
             answer = service.wait_closed(caller.scope, decision_id, float(wait))
     except GateError as error:
         raise ToolRefused(f"{error.code}: {error.message}") from error
-    return {**answer}  # the tool's structured content: a JSON object
+    # the tool's structured content: a JSON object, the hold's personal members masked by the
+    # scope's `mcp` rule (docs/privacy.md)
+    return runtime().privacy.hold_answer(caller.scope, answer, MCP)

@@ -248,6 +248,7 @@ SCHEMAS: dict[str, Mapping[str, object]] = {
     "ReleasePolicy": _RELEASE_POLICY,
     "ReleasePolicyPatch": _RELEASE_POLICY_PATCH,
     "EventSettings": bodies.openapi_schema("event-settings"),  # gate/bodies/event-settings.schema.json
+    "PrivacySettings": bodies.openapi_schema("privacy"),  # gate/bodies/privacy.schema.json (issue 67)
     "EventSubscription": bodies.openapi_schema("event-subscription"),  # gate/bodies/event-subscription.schema.json
     "HoldPolicy": bodies.openapi_schema("hold-policy"),  # gate/bodies/hold-policy.schema.json
     "HoldReassign": bodies.openapi_schema("hold-reassign"),  # gate/bodies/hold-reassign.schema.json

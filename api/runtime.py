@@ -25,6 +25,7 @@ from gate.services.keys import KeyService
 from gate.services.lifecycle import LifecycleService
 from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
 from gate.services.periodic import PeriodicWorker
+from gate.services.privacy import PrivacyService
 from gate.services.releases import ReleaseService
 from gate.services.replay import ReplayService
 from gate.services.scope_events import ScopeEventService
@@ -54,6 +55,7 @@ class GateRuntime:
     holds: HoldService
     scope_events: ScopeEventService
     keys: KeyService  # the keys that act on production: their grant requests and approvals (issue 52)
+    privacy: PrivacyService  # the data map and the masking rules (issue 67; docs/privacy.md)
     reports: ReportService  # every report kind of the registry (workbench.services.reports)
     dispatcher: Dispatcher | None = None  # started by `gate serve` in each worker; None: dispatch is off
     hold_sweeper: PeriodicWorker | None = None  # started by `gate serve` in each worker; None: dispatch is off

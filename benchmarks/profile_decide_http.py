@@ -52,6 +52,7 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("route: key check (cached)", r"^Authenticator\.authenticate "),
     ("route: rate limit (one Redis round trip)", r"^_rate_checked "),
     ("route: body read and strictly parsed", r"^read_json "),
+    ("route: the scope's data map read and the log masker made (issue 67)", r"^PrivacyService\.masker "),
     ("route: response and its headers", r"^(json_text_response|_record_headers) "),
     ("service: the rest (snapshot, release, ids, the store's arguments)", r"^DecisionService\.decide "),
     ("service: request prepared, fingerprint, evaluation",

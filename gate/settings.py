@@ -90,6 +90,9 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_SLACK_BOT_TOKEN", "", "the Slack app's bot token: the queues' Slack messages (docs/integrations.md)"),
     ("GATE_SLACK_API_URL", "https://slack.com/api/", "the Slack Web API's address"),
     ("GATE_SLACK_SIGNING_SECRET", "", "verifies Slack's interactions (Approve/Deny); empty: the endpoint refuses"),
+    ("GATE_PRIVACY_KEY", "unset", "the key (32+ characters) personal values are hashed under, per scope (docs/privacy.md)"),
+    ("GATE_PRIVACY_KEY_FILE", "$GATE_HOME/privacy.key",
+     "where the privacy key is kept when GATE_PRIVACY_KEY is unset (made on first use, 0600)"),
     ("GATE_GRANTS_FILE", "", "the grants file (the workbench's --grants): Slack users' people, CI runs' roles"),
 )
 
@@ -187,6 +190,9 @@ class Settings:
     slack_api_url: str = "https://slack.com/api/"
     slack_signing_secret: str | None = field(default=None, repr=False)
     grants_file: Path | None = None
+    # Privacy (docs/privacy.md): the key personal values are hashed under (per scope, derived).
+    privacy_key: str | None = field(default=None, repr=False)
+    privacy_key_file: Path | None = None  # None: $GATE_HOME/privacy.key
     # CI as a principal (docs/ci-principal.md): the workload-identity issuer, the audience its tokens
     # name for this gate, the grants file whose `ci` member gives each repository@ref its roles, and
     # the claims that name the repository and the ref. All unset: no CI token is accepted.
@@ -261,11 +267,17 @@ class Settings:
             events_retention_days=_whole(env.get("GATE_EVENTS_RETENTION_DAYS", "30"), "GATE_EVENTS_RETENTION_DAYS",
                                          0, 36_500),
             **_channel_settings(env),
-            **_ci_settings(env),
+            **_ci_settings(env), **_privacy_settings(env, home),
         )
 
     def with_(self, **changes: Any) -> Settings:
         return replace(self, **changes)
+
+
+def _privacy_settings(env: Mapping[str, str], home: Path) -> dict[str, Any]:
+    """The privacy key's text, or its file (docs/privacy.md)."""
+    return {"privacy_key": env.get("GATE_PRIVACY_KEY") or None,
+            "privacy_key_file": Path(env.get("GATE_PRIVACY_KEY_FILE") or home / "privacy.key")}
 
 
 def _plan(limits: Mapping[str, Any]) -> dict[str, int]:

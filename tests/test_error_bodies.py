@@ -242,6 +242,14 @@ CASES.update({
         "x-api-key": c.issue_key(scope="keys", permissions="decide,admin")["api_key"]}),
 })
 
+# Issue 67: the data map and the masking rules (tests/privacy/test_privacy_settings.py).
+CASES.update({
+    "PRIVACY_SETTINGS_INVALID": lambda c: c.client.put("/api/privacy", json={"data_map": {}}, headers={
+        "x-api-key": c.issue_key(scope="privacy", permissions="decide,admin")["api_key"]}),
+    "PRIVACY_PERMISSION_DENIED": lambda c: c.client.get("/api/privacy", headers={
+        "x-api-key": c.issue_key(scope="privacy", permissions="decide")["api_key"]}),
+})
+
 
 def _hold_policy_approval(c, body, permissions="approve"):
     return c.client.post("/api/holds/policy/approvals", json=body, headers={

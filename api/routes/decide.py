@@ -23,6 +23,8 @@ from api.runtime import (
     runtime,
 )
 from gate.errors import GateError, MonthlyCapExceeded
+from gate.privacy.datamap import LOGS
+from gate.privacy.logs import masking
 from gate.protocol.advisory_record import is_advisory
 from gate.protocol.decision_record import DecisionRecord
 from gate.protocol.records import project_view
@@ -153,7 +155,10 @@ def decide(caller: Caller) -> Response:
     body_view = body.get("response_view") if isinstance(body, dict) else None
     view, prefer_applied = requested_view(body_view if isinstance(body_view, str) else None)
     try:
-        result = rt.service.decide(caller, body, idempotency_key=idempotency_key, request_id=caller_request_id())
+        # Every log line made while the gate decides masks this request's personal values by the
+        # scope's `logs` rule (gate.privacy.logs; docs/privacy.md).
+        with masking(rt.privacy.masker(caller.scope, LOGS, body)):
+            result = rt.service.decide(caller, body, idempotency_key=idempotency_key, request_id=caller_request_id())
     except MonthlyCapExceeded as error:  # not translated here: it only learns when the cap resets
         retry = _seconds_to_next_month(rt.service.clock.now())
         carry_headers({"X-Usage-Monthly-Remaining": "0", "Retry-After": str(retry)})

@@ -61,6 +61,9 @@ EVENT_TYPES: dict[str, str] = {
     "keys.granted": "the scope's keys that act on production changed (a key granted, enabled, widened or "
                     "disabled, or a grant request approved: a signed governance event)",
     "keys.grant_requested": "a key's release, approve, resolve or admin grant waits for a second holder",
+    "privacy.changed": "the scope's data map or a destination's masking rule changed (set, or a weakening "
+                       "approved: a signed governance event)",
+    "privacy.change_requested": "a weakening of the scope's masking rules waits for a second holder",
 }
 
 

@@ -32,6 +32,7 @@ from urllib.parse import unquote, urlsplit
 
 from gate.disclosure import DEFAULT_SHOW, MASK, Disclosure, disclose
 from gate.events.outbound import Outbound
+from gate.privacy.masking import Masker
 
 MAX_FACTS = 12
 MAX_VALUE = 200
@@ -62,10 +63,13 @@ class Notice:
     # and of the facts the destination's queue lets out (`queues.<name>.show`).
     request: Mapping[str, Any] | None = None  # a gate.holds.request.HoldRequest
     show: tuple[str, ...] = DEFAULT_SHOW
+    # The scope's `notices` rule for this hold's request (gate.privacy.masking; None: no data map
+    # was asked): a personal value `show` names still leaves only as that rule lets it (issue 67).
+    privacy: Masker | None = None
 
     def disclosure(self) -> Disclosure:
         """What this notice's destination may read (gate.disclosure.disclose)."""
-        return disclose(self.show, self.request, self.facts)
+        return disclose(self.show, self.request, self.facts, self.privacy)
 
 
 LABELS = {"question": "Question", "requested_action": "Requested action", "target_system": "Target system",

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import hashlib
 import re
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 SUBJECT_PREFIX = "gate.events"
@@ -54,8 +55,12 @@ class JetStreamPublisher:
     """Publishes what the outbox holds beyond each scope's stream cursor. Not thread-safe: one
     thread (the dispatcher's) drives it; its event loop lives as long as it does."""
 
-    def __init__(self, outbox: OutboxReader, url: str, stream: str = DEFAULT_STREAM, name: str = "jetstream") -> None:
+    def __init__(self, outbox: OutboxReader, url: str, stream: str = DEFAULT_STREAM, name: str = "jetstream",
+                 body_of: Callable[[Mapping[str, Any]], bytes] | None = None) -> None:
         self.outbox, self.url, self.stream, self.name = outbox, url, stream, name
+        # What a row is published as: the stored text, or what the scope's privacy rule for events
+        # lets out (gate.services.events.EventService.body_of; docs/privacy.md).
+        self.body_of = body_of or (lambda row: str(row["event_json"]).encode("utf-8"))
         self._loop = asyncio.new_event_loop()
         self._nc: Any = None
         self._js: Any = None
@@ -90,7 +95,7 @@ class JetStreamPublisher:
             rows = self.outbox.events_after(scope, cursor, limit=batch)
             for row in rows:
                 await self._js.publish(subject_of(scope, row["event_type"], TYPE_PREFIX),
-                                       row["event_json"].encode("utf-8"), stream=self.stream,
+                                       self.body_of(row), stream=self.stream,
                                        headers={"Nats-Msg-Id": row["event_id"],
                                                 "Content-Type": "application/cloudevents+json"})
                 sent += 1

@@ -13,6 +13,7 @@ distinct holder approves.
 | `hold_policy` | what the change lets through (issue 64): for every queue a held record reaches (its route or the default queue and their escalations; a move never reaches further), a guard that fewer or other holders, or a vote without a note, satisfy, a longer wait, or a recipient its facts did not reach; `four_eyes` turned off; a queue removed (gate.holds.policy.weakenings) |
 | `event_settings` | `decision_created` turned on (gate.events.egress.weakenings) |
 | `event_subscriptions` | a URL that receives an event type it did not: a new webhook endpoint, a changed URL, wider event types; none while a subscription to that URL already receives them (gate.events.egress.subscription_weakenings) |
+| `privacy` | what leaves that did not (issue 67): a destination's action for personal or sensitive members loosened (drop → hash → keep), a member that leaves looser (declassified, made less sensitive, or given a looser exception), the subject key removed or moved (gate.privacy.datamap.weakenings) |
 | `api_keys` | a key that gains `release`, `approve`, `resolve` or `admin`: created, enabled again, widened, or given another holder; none while no key of the scope acts on production, the scope's bootstrap (gate.releases.key_grants.grant_weakenings); the holder a grant is for never approves it (`grantees`) |
 
 Each row also names the code a caller without the permission to change it is refused with.
@@ -24,6 +25,7 @@ from collections.abc import Mapping
 
 from gate.events import egress
 from gate.holds import policy as holds
+from gate.privacy import datamap
 from gate.releases.governance import RELEASE_POLICY, RELEASE_SAFEGUARD, Safeguard
 from gate.releases.key_grants import KeyGrants, grant_weakenings, grantees
 
@@ -31,6 +33,7 @@ HOLD_POLICY = "hold_policy"
 EVENT_SETTINGS = "event_settings"
 API_KEYS = "api_keys"
 EVENT_SUBSCRIPTIONS = egress.EVENT_SUBSCRIPTIONS
+PRIVACY = "privacy"
 
 SAFEGUARDS: Mapping[str, Safeguard] = {
     RELEASE_POLICY: RELEASE_SAFEGUARD,
@@ -39,6 +42,7 @@ SAFEGUARDS: Mapping[str, Safeguard] = {
     API_KEYS: Safeguard(API_KEYS, KeyGrants.from_json, grant_weakenings, chained=False, beneficiaries=grantees),
     EVENT_SUBSCRIPTIONS: Safeguard(EVENT_SUBSCRIPTIONS, egress.EventSubscriptions.from_json,
                                    egress.subscription_weakenings, chained=False),
+    PRIVACY: Safeguard(PRIVACY, datamap.PrivacySettings.from_json, datamap.weakenings),
 }
 
 
@@ -50,4 +54,5 @@ DENIED: Mapping[str, str] = {
     EVENT_SETTINGS: "EVENTS_PERMISSION_DENIED",  # the events routes' one code (docs/events.md)
     API_KEYS: "KEYS_PERMISSION_DENIED",
     EVENT_SUBSCRIPTIONS: "EVENTS_PERMISSION_DENIED",
+    PRIVACY: "PRIVACY_PERMISSION_DENIED",
 }

@@ -348,10 +348,12 @@ def move_loosens(guard: Guard, reached: frozenset[str], target: Queue) -> list[s
     """What moving a hold of `guard`, whose facts may reach `reached` (`recipients` and
     `disclosed` of the queues it may reach), to `target` would let through (docs/holds.md,
     "Moving a hold"): a looser guard (`Guard.loosened_by`), `notify` when the target's channels
-    would tell a recipient the hold may not reach, `show` when they would state a value to a
-    recipient it may not reach. [] : the move keeps the hold as guarded and as contained as it is."""
+    would tell a recipient the hold may not reach, `show` when they would state to a recipient it
+    already reaches a value that recipient had masked (a new recipient is `notify`'s, as in
+    `_notify_weakenings`). [] : the move keeps the hold as guarded and as contained as it is."""
+    widened = {entry for entry in disclosed((target,)) - reached if entry.split(" ", 1)[0] in reached}
     return (guard.loosened_by(target.guard()) + (["notify"] if recipients((target,)) - reached else [])
-            + (["show"] if disclosed((target,)) - reached else []))
+            + (["show"] if widened else []))
 
 
 def _lets_through(before: Sequence[Queue], after: Sequence[Queue]) -> bool:

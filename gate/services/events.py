@@ -51,6 +51,7 @@ from gate.protocol.canonical import canonical_text
 from gate.releases.governance import GovernanceEvent, refusal_code
 from gate.services.governance import GovernanceService, SafeguardSettings
 from gate.services.periodic import PeriodicWorker
+from gate.services.privacy import PrivacyService
 
 log = logging.getLogger("gate.events")
 
@@ -175,6 +176,19 @@ class EventService:
         # service (`govern_with`) that makes a subscription a request a second holder approves.
         self.safeguards = SafeguardSettings(ledger, cache_seconds=0)
         self.governance: GovernanceService | None = None
+        # What a delivery sends of an outbox row: masked by the scope's `events` rule when the
+        # composition root gives the privacy service (`mask_with`; docs/privacy.md).
+        self.privacy: PrivacyService | None = None
+
+    def mask_with(self, privacy: PrivacyService) -> None:
+        """Mask every delivery (webhooks, the stream) by the scope's `events` rule."""
+        self.privacy = privacy
+
+    def body_of(self, row: Mapping[str, Any]) -> bytes:
+        """The bytes one outbox row leaves as (a webhook's body, a stream message)."""
+        if self.privacy is None:
+            return str(row["event_json"]).encode("utf-8")
+        return self.privacy.event_body(row)
 
     def govern_with(self, governance: GovernanceService) -> None:
         """Govern new subscriptions through `governance` (the serving process's, witnessed)."""
@@ -537,7 +551,7 @@ class EventService:
     def _post(self, row: Mapping[str, Any], event: Mapping[str, Any], *,
               replay: bool) -> tuple[Delivery, DeliveryAttempt]:
         """Sign and post one event: (the result, its attempt row, for the caller to write)."""
-        body = event["event_json"].encode("utf-8")
+        body = self.body_of(event)
         now = self.clock.now()
         try:
             result = self.poster(self._target(row["url"]), self._headers(row, event, int(now.timestamp()), body), body)

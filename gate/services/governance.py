@@ -31,6 +31,7 @@ from gate.governance.table import (
     EVENT_SETTINGS,
     EVENT_SUBSCRIPTIONS,
     HOLD_POLICY,
+    PRIVACY,
     SAFEGUARDS,
 )
 from gate.holds.policy import HoldPolicy
@@ -42,6 +43,7 @@ from gate.ledger.holds import HoldLedger
 from gate.ledger.outbox import Outbox, event_types_of
 from gate.ledger.releases import Announcement, ReleaseLedger, ReleaseRace
 from gate.principals import Permission, Permissions, Principal, require
+from gate.privacy.datamap import PrivacySettings
 from gate.protocol.canonical import canonical_text
 from gate.releases.governance import (
     GOVERNANCE_ID,
@@ -69,7 +71,8 @@ _ANNOUNCED = {RELEASE_POLICY: ("release.policy_change_requested", "release.polic
               HOLD_POLICY: ("hold.policy_change_requested", "hold.policy_changed"),
               EVENT_SETTINGS: ("events.settings_change_requested", "events.settings_changed"),
               API_KEYS: ("keys.grant_requested", "keys.granted"),
-              EVENT_SUBSCRIPTIONS: ("subscription.requested", "subscription.approved")}
+              EVENT_SUBSCRIPTIONS: ("subscription.requested", "subscription.approved"),
+              PRIVACY: ("privacy.change_requested", "privacy.changed")}
 _ANNOUNCED_MEMBERS = ("seq", "setting", "action", "actor", "principal", "created_at", "request_seq", "expires_at",
                       "reason", "policy_before", "policy_after", "weakens", "event_hash", "previous_event_hash",
                       "key_id")
@@ -183,6 +186,8 @@ class SafeguardSettings:
         if setting == HOLD_POLICY:
             event = HoldLedger(self.ledger).policy_event(scope)
             return HoldPolicy.from_json(event["policy"]) if event is not None else HoldPolicy()
+        if setting == PRIVACY:
+            return PrivacySettings()  # nothing declared; the default rules
         row = EventSettingsLedger(self.ledger).get(scope)
         return EventSettings(bool(row["decision_created"]), row["anomaly_every_seconds"]) if row else EventSettings()
 

@@ -58,7 +58,9 @@ from gate.ledger import Ledger
 from gate.ledger.holds import HoldLedger
 from gate.ledger.outbox import Outbox
 from gate.ledger.slack_messages import SlackMessages
+from gate.privacy.datamap import NOTICES
 from gate.services.holds import HoldOpener, hold_requests
+from gate.services.privacy import PrivacyService
 
 log = logging.getLogger("gate.notify")
 
@@ -149,8 +151,11 @@ class Notifier:
     """The configured channels over one ledger; `tasks()` are the dispatcher's passes."""
 
     def __init__(self, ledger: Ledger, channels: Sequence[Channel], clock: Clock | None = None,
-                 inbox_base: str | None = None) -> None:
+                 inbox_base: str | None = None, privacy: PrivacyService | None = None) -> None:
         self.ledger = ledger
+        # The scope's data map and `notices` rule (issue 67): what `show` names still leaves only
+        # as that rule lets it (gate.holds.disclosure.disclose; docs/privacy.md).
+        self.privacy = privacy
         self.outbox = Outbox(ledger)
         self.holds = HoldLedger(ledger)
         self.opener = HoldOpener(ledger)
@@ -269,10 +274,11 @@ class Notifier:
             return None
         facts = json.loads(row["facts_json"])
         missing, invalid = self._lacking(scope, row["decision_id"])
+        masker = self.privacy.decision_masker(scope, row["decision_id"], NOTICES) if self.privacy else None
         return Notice(scope, row["decision_id"], row["queue"], row["priority"], row["deadline_at"], row["policy_id"],
                       row["rule_id"], row["reason_code"], facts if isinstance(facts, dict) else {},
                       inbox_url(self.inbox_base, scope, row["decision_id"]), missing, invalid,
-                      hold_requests(self.holds, scope, [row])[row["decision_id"]], to.show)
+                      hold_requests(self.holds, scope, [row])[row["decision_id"]], to.show, masker)
 
     def _lacking(self, scope: str, decision_id: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """A needs-input record's missing and invalid facts, as its record states them."""
@@ -283,13 +289,14 @@ class Notifier:
         return tuple(_names(record.get("missing_fields"))), tuple(_names(record.get("invalid_fields")))
 
 
-def notifier_from_settings(ledger: Ledger, settings: Any, clock: Clock | None = None) -> Notifier | None:
+def notifier_from_settings(ledger: Ledger, settings: Any, clock: Clock | None = None,
+                           privacy: PrivacyService | None = None) -> Notifier | None:
     """The channels `settings` configure (gate.settings: GATE_SMTP_URL and GATE_SMTP_FROM,
-    GATE_SLACK_BOT_TOKEN), or None when neither is."""
+    GATE_SLACK_BOT_TOKEN), or None when neither is; `privacy`: the data map they ask (issue 67)."""
     channels = []
     outbound = for_settings(settings)
     if settings.smtp_url and settings.smtp_from:
         channels.append(email_channel(settings.smtp_url, settings.smtp_from, outbound))
     if settings.slack_bot_token:
         channels.append(slack_channel(settings.slack_bot_token, settings.slack_api_url, ledger, outbound))
-    return Notifier(ledger, channels, clock, settings.workbench_url) if channels else None
+    return Notifier(ledger, channels, clock, settings.workbench_url, privacy) if channels else None

@@ -33,12 +33,13 @@ if TYPE_CHECKING:  # the services bring the ledger (SQLAlchemy): loaded when the
     from gate.services.chains import AuditChainService
     from gate.services.decide import DecisionService
     from gate.services.events import Dispatcher, EventService
-    from gate.services.governance import GovernanceService
+    from gate.services.governance import GovernanceService, SafeguardSettings
     from gate.services.holds import HoldOpener, HoldService
     from gate.services.keys import KeyService
     from gate.services.lifecycle import LifecycleService
     from gate.services.operations import AnomalySource, PilotService, PolicyAlertService, ProofMetricsService
     from gate.services.periodic import PeriodicWorker
+    from gate.services.privacy import PrivacyService
     from gate.services.releases import ReleaseService
     from gate.services.replay import ReplayService
     from gate.services.scope_events import ScopeEventService
@@ -186,12 +187,24 @@ def event_service(ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Cl
     `allow_hosts` and the defaults); `on_attempt(delivered, retried)` after each webhook attempt.
     `decision_services` builds it; `gate events` builds only it."""
     from gate.services.events import EventService
+    from gate.services.governance import SafeguardSettings
 
     if settings is None:
         return EventService(ledger, clock, allow_hosts=allow_hosts, signing=signing, on_attempt=on_attempt)
-    return EventService(ledger, clock, allow_hosts=settings.webhook_allow_hosts, signing=signing,
-                        lease_seconds=settings.events_lease_seconds, on_attempt=on_attempt,
-                        retention_days=settings.events_retention_days)
+    events = EventService(ledger, clock, allow_hosts=settings.webhook_allow_hosts, signing=signing,
+                          lease_seconds=settings.events_lease_seconds, on_attempt=on_attempt,
+                          retention_days=settings.events_retention_days)
+    events.mask_with(privacy_service(ledger, SafeguardSettings(ledger), settings))  # docs/privacy.md
+    return events
+
+
+def privacy_service(ledger: Ledger, safeguards: SafeguardSettings, settings: Settings) -> PrivacyService:
+    """A scope's data map and masking rules (read through `safeguards`; changed through them when
+    they are the governed-change service), with the gate's privacy key (GATE_PRIVACY_KEY or its file)."""
+    from gate.services.privacy import PrivacyService, load_key
+
+    key_file = settings.privacy_key_file or settings.home / "privacy.key"
+    return PrivacyService(ledger, safeguards, lambda: load_key(settings.privacy_key, key_file))
 
 
 def key_service(ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None, *,
@@ -222,6 +235,7 @@ class ServingServices:
     pilots: PilotService
     proof_metrics: ProofMetricsService
     policy_alerts: PolicyAlertService
+    privacy: PrivacyService
     dispatcher: Dispatcher | None
     hold_sweeper: PeriodicWorker | None
 
@@ -243,8 +257,10 @@ def serving_services(core: DecisionServices, ledger: Ledger, signing: SigningSet
     scope_events = ScopeEventService(ledger, clock, alerts=lambda scope: policy_alerts.alerts(scope, None)["alerts"],
                                      signing=signing, witness=releases.witness)
     core.events.govern_with(releases.safeguards)  # a new webhook endpoint is a governed change (issue 64)
+    privacy = privacy_service(ledger, releases.safeguards, settings)  # a loosened rule is governed (issue 67)
+    core.events.mask_with(privacy)
     dispatch = settings.events_dispatch
-    return ServingServices(
+    return ServingServices(privacy=privacy,
         scope_events=scope_events, keys=key_service(ledger, signing, clock, governance=releases.safeguards),
         replays=ReplayService(core.decisions), pilots=PilotService(ledger, clock),
         proof_metrics=ProofMetricsService(ledger), policy_alerts=policy_alerts,
@@ -260,10 +276,10 @@ def _dispatcher(events: EventService, scope_events: ScopeEventService, ledger: L
     from gate.services.events import Dispatcher
     from gate.services.notify import notifier_from_settings
 
-    notifier = notifier_from_settings(ledger, settings, events.clock)
+    notifier = notifier_from_settings(ledger, settings, events.clock, events.privacy)
     tasks: dict[str, Callable[[], Any]] = {"scheduled-reports": scope_events.run_due,
                                            **(dict(notifier.tasks()) if notifier is not None else {})}
-    stream = (JetStreamPublisher(events.outbox, settings.nats_url, settings.nats_stream)
+    stream = (JetStreamPublisher(events.outbox, settings.nats_url, settings.nats_stream, body_of=events.body_of)
               if settings.nats_url else None)
     return Dispatcher(events, settings.events_interval_ms / 1000, stream=stream, tasks=tasks,
                       concurrency=settings.events_concurrency)

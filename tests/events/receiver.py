@@ -26,6 +26,7 @@ class Receiver:
         self.peers: list[int] = []  # the sender's port of each delivery: one per connection used
         self.drop_kept = False
         self.accepted: list[dict[str, Any]] = []  # CloudEvents, in arrival order
+        self.bodies: list[bytes] = []  # every body received, verified or not, as its bytes
         self.rejected = 0
         self.headers: list[dict[str, str]] = []
         self.failing = False
@@ -74,6 +75,7 @@ class Receiver:
     def take(self, body: bytes, headers: dict[str, str], hang: bool = False) -> int:
         with self.lock:
             self.headers.append(headers)
+            self.bodies.append(body)
             if self.failing:
                 return 500
             for secret in self.secrets:

@@ -45,6 +45,8 @@ from gate.keys.signing import ReceiptSigner
 from gate.ledger import Ledger, holdstream, stream
 from gate.protocol.canonical import sha256_hex
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
+from gate.services.governance import SafeguardSettings
+from gate.services.privacy import PrivacyService, key_from_env
 from workbench.dataset import convert, iceberg, integrity, rollups
 from workbench.dataset.facts import FACTS_DIR, facts_tables
 from workbench.dataset.iceberg import IcebergTarget, IcebergWriter
@@ -286,6 +288,7 @@ def export_ledger(
     lakehouse: IcebergTarget | None = None,
     layout: str | None = None,
     anchors: TrustAnchors | None = None,
+    privacy_key: bytes | None = None,
 ) -> ExportResult:
     """Export what is new in the ledger (one scope, or all) to the dataset at `uri`.
 
@@ -298,7 +301,9 @@ def export_ledger(
     without `lakehouse` an Iceberg dataset is continued in the catalog its manifest names
     (`GATE_ICEBERG_CATALOG_URI` gives it with credentials); `layout="parquet"` refuses one.
     `anchors` (the gate's keys): with a signer, a committed manifest is built on only when its
-    signature verifies with them (`integrity.build_on`).
+    signature verifies with them (`integrity.build_on`). `privacy_key`: the gate's privacy key
+    (default: as the environment names it, `gate.services.privacy.key_from_env`); every decision
+    row is masked by its scope's `dataset` rule before it is written (docs/privacy.md).
 
     Raises DatasetError (nothing written) when the location cannot be written, is not empty
     and has no manifest, holds another schema version or a synthetic dataset."""
@@ -323,8 +328,9 @@ def export_ledger(
 
     run = manifest["runs"] + 1
     counter = _Progress(progress, total)
+    privacy = PrivacyService(ledger, SafeguardSettings(ledger), privacy_key or key_from_env)
     files = _write_run(ledger, location, manifest, run, plan, cutoff, batch_size, counts, counter,
-                       rollup_progress, lakehouse)
+                       rollup_progress, lakehouse, privacy)
     manifest = _commit_run(location, manifest, run, plan, counts, cutoff, now, signer)
     return ExportResult(uri, run, counts.member(), files, manifest, warnings)
 
@@ -397,7 +403,8 @@ class _Progress:
 def _write_run(ledger: Ledger, location: Location, manifest: DatasetManifest, run: int,
                plan: Mapping[str, _ScopePlan], cutoff: str, batch_size: int, counts: _RunRows,
                advance: Callable[[int], None],
-               rollup_progress: Progress | None, lakehouse: IcebergTarget | None) -> list[WrittenFile]:
+               rollup_progress: Progress | None, lakehouse: IcebergTarget | None,
+               privacy: PrivacyService) -> list[WrittenFile]:
     """Write the run's part files and rollups and list them in `manifest` (not yet committed);
     with `lakehouse`, the record tables' data files and one snapshot per table instead of their
     part files and no rollups. On any failure the run's files are removed (or left for the next
@@ -418,7 +425,7 @@ def _write_run(ledger: Ledger, location: Location, manifest: DatasetManifest, ru
     try:
         for name, item in plan.items():
             manifest["watermarks"][name] = _export_scope(ledger, sink, name, item, cutoff, batch_size,
-                                                         counts, advance, reopened)
+                                                         counts, advance, reopened, privacy)
             if item.head is not None and item.hold_head is not None:
                 manifest["chains"][name] = _chain_entry(item.head, item.last_decision, manifest["chains"].get(name))
                 manifest.setdefault("hold_chains", {})[name] = item.hold_head
@@ -491,29 +498,31 @@ def _chain_entry(head: ChainEntry, last: _HeadDecision | None, previous: ChainEn
 
 def _export_scope(ledger: Ledger, writer: _Sink, scope: str, item: _ScopePlan, cutoff: str,
                   batch_size: int, counts: _RunRows, advance: Callable[[int], None],
-                  reopened: set[tuple[str, str]] | None) -> Watermark:
+                  reopened: set[tuple[str, str]] | None, privacy: PrivacyService) -> Watermark:
     """Write one scope's new decisions (with their facts and chain links) and receipts, counting
     them into `counts` and, for outcomes, their decisions' partitions into `reopened`.
+    Decision rows are masked by the scope's `dataset` rule first (`privacy.dataset_row`).
     Returns the scope's new watermark."""
     mark: Watermark = {"chain_position": item.mark["chain_position"], "receipts": dict(item.mark["receipts"])}
     if "hold_seq" in item.mark:
         mark["hold_seq"] = item.mark["hold_seq"]
     head = item.head
     if head is not None and item.decisions:
-        for rows in stream.iter_chain_decisions(ledger, scope, after_position=mark["chain_position"],
-                                                upto_position=head["size"], batch_size=batch_size):
-            decisions = convert.decisions_table(rows)
+        for stored in stream.iter_chain_decisions(ledger, scope, after_position=mark["chain_position"],
+                                                  upto_position=head["size"], batch_size=batch_size):
+            masked = [privacy.dataset_row(scope, row) for row in stored]
+            decisions = convert.decisions_table(masked)
             writer.add("decisions", decisions)
             for rulebook_id, facts in facts_tables(decisions).items():
                 writer.add(facts_table_name(rulebook_id), facts)
                 counts.facts[rulebook_id] = counts.facts.get(rulebook_id, 0) + facts.num_rows
-            writer.add("chain_links", convert.chain_links_table(rows))
-            counts.tables["decisions"] += len(rows)
-            counts.tables["chain_links"] += len(rows)
-            mark["chain_position"] = rows[-1]["chain_position"]
-            item.last_decision = _HeadDecision(rows[-1]["chain_position"], rows[-1]["decision_id"],
-                                               rows[-1]["record_hash"], rows[-1]["receipt_hash"])
-            advance(len(rows))
+            writer.add("chain_links", convert.chain_links_table(stored))
+            counts.tables["decisions"] += len(stored)
+            counts.tables["chain_links"] += len(stored)
+            mark["chain_position"] = stored[-1]["chain_position"]
+            item.last_decision = _HeadDecision(stored[-1]["chain_position"], stored[-1]["decision_id"],
+                                               stored[-1]["record_hash"], stored[-1]["receipt_hash"])
+            advance(len(stored))
     for table, kind in RECEIPT_TABLE_KIND.items():
         if not item.receipts[kind]:
             continue
