@@ -688,7 +688,7 @@ class WorkbenchStore:
 
     def hold_page(self, scope: str, *, state: str = "open", queue: str | None = None, offset: int = 0,
                   limit: int = 25) -> dict[str, Any]:
-        """One page of the scope's holds in `state`, soonest deadline first, then the most urgent
+        """One page of the scope's holds in `state`, the most urgent first, then the least time left
         (`HoldService.list`, the API's `GET /api/holds`), with the count per state and the
         names of the scope's queues. GateError REQUEST_INVALID for an unknown state."""
         page = self.holds.list(scope, state=state, queue=queue or None, limit=limit, offset=offset)
