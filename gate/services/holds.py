@@ -591,7 +591,7 @@ class HoldService:
         """`vote` on the hold `row` under `policy` (default: the scope's in force, read now)."""
         queue = (policy or self.policy(row["scope"])).queue(row["queue"])
         holder = principal.holder_id
-        if row["four_eyes"] and not is_distinct_approver(holder, (_requester_holder(row),)):
+        if own_request(hold_view(row), holder):
             raise GateError("HOLD_FOUR_EYES", "the holder that asked for this action cannot resolve it "
                             "(with any of its keys)")
         if queue is not None and queue.quorum == "all" and not is_member(principal, queue.members):
@@ -756,6 +756,13 @@ class HoldService:
                 self._closed.wait(min(poll, left))
             answer = self.resolution(scope, decision_id)
         return answer
+
+
+def own_request(hold: HoldView, holder: str) -> bool:
+    """Whether, under the hold's four eyes, `holder` (a principal's `holder_id`) is the one that
+    asked for its action, so another reviewer decides: the refusal HOLD_FOUR_EYES of every vote,
+    and what the Inbox tells the requester before any click."""
+    return hold["four_eyes"] and not is_distinct_approver(holder, (hold["requested_holder"],))
 
 
 def _requester_holder(row: HoldRow) -> str:

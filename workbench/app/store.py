@@ -687,12 +687,19 @@ class WorkbenchStore:
     # ------------------------------------------------------------------ held actions (docs/holds.md)
 
     def hold_page(self, scope: str, *, state: str = "open", queue: str | None = None, offset: int = 0,
-                  limit: int = 25) -> dict[str, Any]:
+                  limit: int = 25, filters: Mapping[str, str | None] | None = None,
+                  reader: str | None = None) -> dict[str, Any]:
         """One page of the scope's holds in `state`, the most urgent first, then the least time left
-        (`HoldService.list`, the API's `GET /api/holds`), with the count per state and the
-        names of the scope's queues. GateError REQUEST_INVALID for an unknown state."""
-        page = self.holds.list(scope, state=state, queue=queue or None, limit=limit, offset=offset)
+        (`HoldService.list`, the API's `GET /api/holds`: `filters` assignee, priority, policy and
+        search, `reader` the principal `mine` means), with the count per state and the names of
+        the scope's queues. GateError REQUEST_INVALID for an unknown state or filter value."""
+        page = self.holds.list(scope, state=state, queue=queue or None, limit=limit, offset=offset,
+                               filters=filters, reader=reader)
         return {**page, "queues": [queue.name for queue in self.holds.policy(scope).queues]}
+
+    def hold_version(self, scope: str) -> tuple[int, int]:
+        """What moves whenever the scope's holds do (`HoldService.version`): the Inbox's poll."""
+        return self.holds.version(scope)
 
     def hold_detail(self, scope: str, decision_id: str) -> dict[str, Any] | None:
         """One hold as a reviewer weighs it, or None when `scope` has no hold for the decision:
