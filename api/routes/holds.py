@@ -52,8 +52,8 @@ def _holds() -> HoldService:
     "get", "/api/holds", "The scope's holds over every page in one order: the most urgent first (priority as the "
     "hold policy ranks it: urgent, high, normal, low), then the least time left (deadline), then decision id. "
     "Filters: `state` (open, approved, denied, expired, closed, all), `queue`, `priority`, `policy`, `assignee` "
-    "(`mine`: claimed by this key; `unassigned`: under no live claim), `search` (a decision id or its "
-    "beginning); `limit` (1-500), `offset`. A bad value is 400 REQUEST_INVALID naming it.", True,
+    "(`mine`: claimed by this key; `unassigned`: under no live claim), `search` (a target object id, a "
+    "source record id, or a decision id or its beginning); `limit` (1-500), `offset`. A bad value is 400 REQUEST_INVALID naming it.", True,
     {200: "{ok, holds, count, total, counts}", 400: "bad query (REQUEST_INVALID, naming the parameter)",
      401: "missing or invalid key"},
     errors=AUTH_ERRORS + ("REQUEST_INVALID",),
@@ -64,7 +64,8 @@ def _holds() -> HoldService:
            ("policy", "string", "one rulebook policy id only"),
            ("assignee", "string", "mine (claimed by this key, a live claim) or unassigned (no live claim)",
             {"type": "string", "enum": list(ASSIGNEES)}),
-           ("search", "string", f"a decision id or its beginning (one line, at most {MAX_SEARCH} characters)",
+           ("search", "string", (f"a target object id, a source record id, or a decision id or its beginning "
+                                 f"(one line, at most {MAX_SEARCH} characters)"),
             {"type": "string", "maxLength": MAX_SEARCH}),
            ("limit", "integer", "at most this many (default 50, at most 500)",
             {"type": "integer", "minimum": 1, "maximum": 500}),

@@ -23,14 +23,16 @@ from gate.errors import Signal
 from gate.holds.events import HoldEvent
 from gate.ledger.outbox_write import append_event
 from gate.ledger.store import Ledger
-from gate.ledger.tables import hold_events, holds
+from gate.ledger.tables import decisions, hold_events, holds
 from gate.vocabulary import HoldState
 
 
 class HoldRow(TypedDict):
     """A row of `holds` (gate.ledger.tables): a held decision, its queue and where it stands.
     `approvals_json` is the JSON list of the approving votes so far (`Approval`), `facts_json`
-    the facts a reviewer sees; the flags are 0 or 1."""
+    the facts a reviewer sees; the flags are 0 or 1. `request_json` is the request's summary as
+    opened (gate.holds.request; null before migration 0021), `target_object_id` and
+    `source_record_id` two of its members, searchable."""
 
     decision_id: str
     scope: str
@@ -59,6 +61,9 @@ class HoldRow(TypedDict):
     row_version: int
     facts_json: str
     requested_holder: str | None
+    request_json: str | None
+    target_object_id: str | None
+    source_record_id: str | None
 
 
 class QueueColumns(TypedDict):
@@ -121,11 +126,21 @@ Making = Callable[[HoldRow], Writing]
 
 
 @dataclass(frozen=True, slots=True)
+class StoredRequest:
+    """A decision's stored canonical request and what binds it to its record (`stored_requests`)."""
+
+    input_hash: str
+    record_hash: str
+    record_json: str
+    request_json: str
+
+
+@dataclass(frozen=True, slots=True)
 class HoldQuery:
     """Which holds an inbox page shows (`HoldService.list` checks the values): their states, and
     optionally one queue, priority or policy; `claimed_by`: only holds under this principal's live
     claim (claimed after `live_since`); `unassigned`: only holds under no live claim; `search`: a
-    decision id or its beginning."""
+    target object or source record id (exactly), or a decision id or its beginning."""
 
     states: Sequence[str]
     queue: str | None = None
@@ -147,7 +162,8 @@ class HoldQuery:
         if self.unassigned:
             where.append(or_(holds.c.claimed_by.is_(None), holds.c.claimed_at <= self.live_since))
         if self.search:
-            where.append(or_(holds.c.decision_id == self.search,
+            where.append(or_(holds.c.decision_id == self.search, holds.c.target_object_id == self.search,
+                             holds.c.source_record_id == self.search,
                              holds.c.decision_id.startswith(self.search, autoescape=True)))
         return where
 
@@ -339,6 +355,18 @@ class HoldLedger:
             hold_events.c.scope == scope, hold_events.c.seq.in_(list(seqs)))
         with self.ledger.read() as connection:
             return {int(r[0]): json.loads(r[1]) for r in connection.execute(query).all()}
+
+    def stored_requests(self, scope: str, decision_ids: Sequence[str]) -> dict[str, StoredRequest]:
+        """The stored canonical request of each of these decisions of `scope`, with what binds it
+        (the row's `input_hash` and `record_hash`, the record's text): what a hold's request is read from."""
+        if not decision_ids:
+            return {}
+        with self.ledger.read() as connection:
+            rows = connection.execute(select(
+                decisions.c.decision_id, decisions.c.input_hash, decisions.c.record_hash, decisions.c.record_json,
+                decisions.c.request_json).where(decisions.c.scope == scope,
+                                                decisions.c.decision_id.in_(list(decision_ids)))).all()
+        return {r[0]: StoredRequest(r[1], r[2], r[3], r[4]) for r in rows}
 
     def closed_among(self, decision_ids: Sequence[str]) -> set[str]:
         """Which of these held decisions are no longer open (what long-polls wait for)."""

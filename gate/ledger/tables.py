@@ -473,7 +473,15 @@ holds = Table(
     Column("facts_json", Text, nullable=False),
     # The deciding key's stated holder (issue 52); null: none stated (its holder is key:<requested_by>).
     Column("requested_holder", String(600), nullable=True),
+    # What the caller asked (issue 65, gate.holds.request): the summary read at open time from the
+    # canonical request bound to the record's input_hash, and two of its members the Inbox searches.
+    # Null on holds opened before migration 0021 (their request is read from the decision when shown).
+    Column("request_json", Text, nullable=True),
+    Column("target_object_id", String(200), nullable=True),
+    Column("source_record_id", String(200), nullable=True),
     Index("ix_holds_scope_state_deadline", "scope", "state", "deadline_at"),
+    Index("ix_holds_scope_target_object", "scope", "target_object_id"),
+    Index("ix_holds_scope_source_record", "scope", "source_record_id"),
     Index("ix_holds_state_deadline", "state", "deadline_at"),
     Index("ix_holds_state_escalate", "state", "escalate_at"),
 )

@@ -35,6 +35,7 @@ from gate.chain.links import scope_hash
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError, SigningUnavailable
 from gate.governance.table import HOLD_POLICY
+from gate.holds import request as hold_request
 from gate.holds.events import (
     APPROVED,
     DENIED,
@@ -54,6 +55,7 @@ from gate.holds.events import (
 )
 from gate.holds.links import inbox_url
 from gate.holds.policy import PRIORITIES, Guard, HoldPolicy, Queue, move_loosens, recipients
+from gate.holds.request import HoldRequest
 from gate.holds.similar import NEAREST, WINDOW, nearest
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
@@ -69,6 +71,7 @@ from gate.ledger.holds import (
     HoldRace,
     HoldRow,
     QueueColumns,
+    StoredRequest,
     Writing,
 )
 from gate.principals import Principal, holder_id, is_distinct_approver, is_member, require
@@ -112,25 +115,30 @@ class HoldOpener:
         chain's newest `policy_set` step made before issue 52, or the default)."""
         return self.safeguards.hold_policy(scope)
 
-    def opening(self, scope: str, record: Mapping[str, Any], requested_by: str,
-                facts: Any, requested_holder: str | None = None) -> list[HoldOpening]:
+    def opening(self, scope: str, record: Mapping[str, Any], requested_by: str, facts: Any,
+                requested_holder: str | None = None, request: str | None = None) -> list[HoldOpening]:
         """The same-transaction writes of a held record: its row and its announcement ([] when
         the verdict does not hold the action)."""
-        row = self.open_row(scope, record, requested_by, facts, requested_holder)
+        row = self.open_row(scope, record, requested_by, facts, requested_holder, request)
         if row is None:
             return []
         return [HoldOpening(row, inbox_url(self.inbox_base, scope, row["decision_id"]))]
 
     def open_row(self, scope: str, record: Mapping[str, Any], requested_by: str, facts: Any,
-                 requested_holder: str | None = None) -> HoldRow | None:
+                 requested_holder: str | None = None, request: str | None = None) -> HoldRow | None:
         """The hold row a held record opens, under the scope's policy (None: not held);
-        `requested_holder`: the deciding key's stated holder (issue 52)."""
+        `requested_holder`: the deciding key's stated holder (issue 52); `request`: the decide's
+        canonical request text, whose summary the row keeps when it is bound to the record (issue 65)."""
         if record.get("verdict") != HELD_VERDICT:
             return None
         policy = self.policy(scope)
         assignment = policy.assign(record.get("policy_id"), record.get("matched_rule_id"))
-        return _open_row(scope, record, (requested_by, requested_holder), facts, assignment.queue,
-                         assignment.priority, policy.four_eyes)
+        row = _open_row(scope, record, (requested_by, requested_holder), facts, assignment.queue,
+                        assignment.priority, policy.four_eyes)
+        summary = hold_request.read(request, _requester_holder(row), record.get("input_hash"))
+        return {**row, "request_json": hold_request.text(summary) if summary["signed"] else None,
+                "target_object_id": hold_request.searchable(summary, "target_object_id"),
+                "source_record_id": hold_request.searchable(summary, "source_record_id")}
 
 
 class DeferredOpener(HoldOpener):
@@ -144,9 +152,9 @@ class DeferredOpener(HoldOpener):
         super().__init__(ledger, inbox_base)
         self.deferred: dict[str, HoldRow] = {}
 
-    def opening(self, scope: str, record: Mapping[str, Any], requested_by: str,
-                facts: Any, requested_holder: str | None = None) -> list[HoldOpening]:
-        row = self.open_row(scope, record, requested_by, facts, requested_holder)
+    def opening(self, scope: str, record: Mapping[str, Any], requested_by: str, facts: Any,
+                requested_holder: str | None = None, request: str | None = None) -> list[HoldOpening]:
+        row = self.open_row(scope, record, requested_by, facts, requested_holder, request)
         if row is not None:
             self.deferred[row["decision_id"]] = row
         return []
@@ -166,6 +174,7 @@ def _open_row(scope: str, record: Mapping[str, Any], requester: tuple[str, str |
         "four_eyes": int(four_eyes), "state": OPEN, "claimed_by": None, "claimed_at": None, "approvals_json": "[]",
         "resolved_at": None, "resolved_by": None, "resolution_seq": None, "row_version": 0,
         "facts_json": _facts_text(facts), "requested_holder": requester[1],
+        "request_json": None, "target_object_id": None, "source_record_id": None,
     }
 
 
@@ -203,6 +212,7 @@ class HoldView(TypedDict):
     resolved_at: str | None
     resolved_by: str | None
     facts: Any
+    request: HoldRequest
 
 
 class HoldHistory(TypedDict):
@@ -276,8 +286,8 @@ class HoldPolicyAnswer(HoldPolicyDocument):
     event: GovernanceEvent | None
 
 
-def hold_view(row: HoldRow) -> HoldView:
-    """A hold as the API, the CLI and the inbox show it."""
+def hold_view(row: HoldRow, request: HoldRequest) -> HoldView:
+    """A hold as the API, the CLI and the inbox show it, with its `request` (`hold_requests`)."""
     return {
         "decision_id": row["decision_id"], "state": row["state"], "queue": row["queue"],
         "priority": row["priority"], "opened_at": row["opened_at"], "deadline_at": row["deadline_at"],
@@ -288,6 +298,7 @@ def hold_view(row: HoldRow) -> HoldView:
         "approvals": json.loads(row["approvals_json"]), "approvals_needed": row["approvals_needed"],
         "require_justification": bool(row["require_justification"]), "four_eyes": bool(row["four_eyes"]),
         "resolved_at": row["resolved_at"], "resolved_by": row["resolved_by"], "facts": json.loads(row["facts_json"]),
+        "request": request,
     }
 
 
@@ -316,6 +327,27 @@ def list_query(filters: Mapping[str, str | None], reader: str | None, now: datet
     return HoldQuery(states=(OPEN,), priority=priority, policy_id=filters.get("policy") or None,
                      claimed_by=reader if assignee == "mine" else None, unassigned=assignee == "unassigned",
                      live_since=iso_ms(now - CLAIM_TTL), search=search)
+
+
+def hold_requests(holds: HoldLedger, scope: str, rows: Sequence[HoldRow]) -> dict[str, HoldRequest]:
+    """What each hold of `scope` asks (issue 65), the one home of every shell's request: read
+    from its decision's stored canonical request, signed only when that request's hash is the
+    decision row's `input_hash` and its record's, and the record is the hold's (`gate.holds.request`).
+    The row's own `request_json` is a copy for searching; it is never what is shown."""
+    stored = holds.stored_requests(scope, [row["decision_id"] for row in rows])
+    return {row["decision_id"]: _bound_request(row, stored.get(row["decision_id"])) for row in rows}
+
+
+def _bound_request(row: HoldRow, stored: StoredRequest | None) -> HoldRequest:
+    requester = _requester_holder(row)
+    if stored is None or stored.record_hash != row["record_hash"]:
+        return hold_request.unsigned(requester)
+    try:
+        record = json.loads(stored.record_json)
+    except ValueError:
+        return hold_request.unsigned(requester)
+    signed_hash = record.get("input_hash") if isinstance(record, dict) else None
+    return hold_request.read(stored.request_json, requester, stored.input_hash, signed_hash)
 
 
 HOLD_DENIED = "HOLD_PERMISSION_DENIED"
@@ -368,7 +400,7 @@ class HoldService:
 
     def show(self, scope: str, decision_id: str) -> dict[str, Any]:
         row = self._row(scope, decision_id)
-        return {**hold_view(row), "events": self.holds.events_of(scope, decision_id)}
+        return {**self.view(row), "events": self.holds.events_of(scope, decision_id)}
 
     def list(self, scope: str, *, state: str = OPEN, queue: str | None = None, limit: int = 50,
              offset: int = 0, filters: Mapping[str, str | None] | None = None,
@@ -377,13 +409,16 @@ class HoldService:
         left, over every hold the filters select (`ledger.holds.HoldLedger.page`). `filters`
         (LIST_FILTERS, as the API's query and `gate holds list` name them): `assignee` (`mine`:
         under the `reader`'s live claim; `unassigned`: under no live claim), `priority`, `policy`,
-        `search` (a decision id or its beginning). A bad value: REQUEST_INVALID, naming it."""
+        `search` (a target object or source record id, or a decision id or its beginning). A bad
+        value: REQUEST_INVALID, naming it."""
         if state not in (*STATES, "closed", "all"):
             raise GateError("REQUEST_INVALID", f"state must be one of {', '.join((*STATES, 'closed', 'all'))}")
         states = {"closed": OUTCOMES, "all": STATES}.get(state, (state,))
         query = replace(list_query(filters or {}, reader, self.clock.now()), states=states, queue=queue)
         page = self.holds.page(scope, query, limit=limit, offset=offset)
-        return {"ok": True, "holds": [hold_view(r) for r in page.rows], "count": len(page.rows),
+        requests = hold_requests(self.holds, scope, page.rows)
+        return {"ok": True, "holds": [hold_view(r, requests[r["decision_id"]]) for r in page.rows],
+                "count": len(page.rows),
                 "total": page.total, "counts": self.holds.counts(scope)}
 
     def version(self, scope: str) -> tuple[int, int]:
@@ -400,7 +435,7 @@ class HoldService:
             resolution = next((e for e in reversed(events) if e.get("outcome") is not None), None)
         return {"ok": True, "decision_id": decision_id, "state": row["state"],
                 "approved": row["state"] == APPROVED and resolution is not None,
-                "resolution": resolution, "hold": hold_view(row)}
+                "resolution": resolution, "hold": self.view(row)}
 
     def similar(self, scope: str, decision_id: str, limit: int = NEAREST,
                 window: int = WINDOW) -> builtins.list[SimilarHold]:
@@ -414,6 +449,7 @@ class HoldService:
         seqs = [candidates[i]["resolution_seq"] for i, _ in picked]
         closing = self.holds.events_at(scope, [seq for seq in seqs if seq is not None])
         found: builtins.list[SimilarHold] = []
+        requests = hold_requests(self.holds, scope, [candidates[i] for i, _ in picked])
         for (index, score), seq in zip(picked, seqs, strict=True):
             event = closing.get(seq) if seq is not None else None
             how: ClosedHow = ({"vote": None, "reason_code": None, "note": None, "actor": None, "created_at": None}
@@ -421,7 +457,7 @@ class HoldService:
                               {"vote": event.get("vote"), "reason_code": event.get("reason_code"),
                                "note": event.get("note"), "actor": event.get("actor"),
                                "created_at": event.get("created_at")})
-            found.append({**hold_view(candidates[index]), "distance": score, "resolution": how})
+            found.append({**hold_view(candidates[index], requests[candidates[index]["decision_id"]]), "distance": score, "resolution": how})
         return found
 
     def history_document(self, scope: str, limit: int = 10_000) -> HoldHistory:
@@ -453,6 +489,10 @@ class HoldService:
             events = self.holds.events_of(scope, decision_id)
         return events, build_commitment(hashed, record, events, (len(hashes), event_tree_root(hashes)), as_of,
                                         self._signer())
+
+    def view(self, row: HoldRow) -> HoldView:
+        """The hold as shown, with its request read from the stored request (`hold_requests`)."""
+        return hold_view(row, hold_requests(self.holds, row["scope"], [row])[row["decision_id"]])
 
     def _row(self, scope: str, decision_id: str) -> HoldRow:
         row = self.holds.hold(scope, decision_id)
@@ -591,7 +631,7 @@ class HoldService:
         """`vote` on the hold `row` under `policy` (default: the scope's in force, read now)."""
         queue = (policy or self.policy(row["scope"])).queue(row["queue"])
         holder = principal.holder_id
-        if own_request(hold_view(row), holder):
+        if own_request(bool(row["four_eyes"]), _requester_holder(row), holder):
             raise GateError("HOLD_FOUR_EYES", "the holder that asked for this action cannot resolve it "
                             "(with any of its keys)")
         if queue is not None and queue.quorum == "all" and not is_member(principal, queue.members):
@@ -691,7 +731,7 @@ class HoldService:
             if event["outcome"] is not None:
                 self._announce_closed(decision_id)
             after = self._row(scope, decision_id)
-            return {"ok": True, "event": event, "hold": hold_view(after)}
+            return {"ok": True, "event": event, "hold": self.view(after)}
         raise GateError("HOLD_BUSY", "the hold changed too often while this request was made; retry")
 
     def _writing(self, row: HoldRow, make: StepMaker, signer: ReceiptSigner | None) -> Writing:
@@ -758,11 +798,11 @@ class HoldService:
         return answer
 
 
-def own_request(hold: HoldView, holder: str) -> bool:
-    """Whether, under the hold's four eyes, `holder` (a principal's `holder_id`) is the one that
-    asked for its action, so another reviewer decides: the refusal HOLD_FOUR_EYES of every vote,
-    and what the Inbox tells the requester before any click."""
-    return hold["four_eyes"] and not is_distinct_approver(holder, (hold["requested_holder"],))
+def own_request(four_eyes: bool, requester: str, holder: str) -> bool:
+    """Whether, under four eyes, `holder` (a principal's `holder_id`) is the `requester` (the
+    holder that asked for the hold's action), so another reviewer decides: the refusal
+    HOLD_FOUR_EYES of every vote, and what the Inbox tells the requester before any click."""
+    return four_eyes and not is_distinct_approver(holder, (requester,))
 
 
 def _requester_holder(row: HoldRow) -> str:

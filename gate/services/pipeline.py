@@ -219,7 +219,8 @@ class DecisionPipeline:
         the reviewer) in the same transaction (gate.services.holds). Raises
         `DuplicateIdempotencyKey` when a concurrent request claimed the key first."""
         caller = claim.caller
-        extra = [*extra, *self.holds.opening(caller.scope, record, caller.key_id, facts, caller.holder)]
+        extra = [*extra, *self.holds.opening(caller.scope, record, caller.key_id, facts, caller.holder,
+                                                     claim.fingerprint.request_text)]
         if self.mirror.mirrored(caller.scope):
             record.canonical_text()  # the envelope's share of the event's text, here, not on the writer thread
             extra.append(DecisionCreated(caller.scope))

@@ -12,7 +12,8 @@ import pytest
 
 from gate.errors import GateError
 from gate.holds.policy import PRIORITIES
-from tests.holds.service_support import RESOLVE, REVIEWER, SCOPE, SECOND, Desk, build_desk
+from gate.services.decide import Caller
+from tests.holds.service_support import REQUESTER, RESOLVE, REVIEWER, SCOPE, SECOND, Desk, build_desk
 from tests.holds.support import Holds, held_request, policy, queue
 
 QUEUES = {"fast": 3600, "mid": 7200, "slow": 4 * 3600}
@@ -101,6 +102,12 @@ def test_the_filters_mine_unassigned_policy_and_search(desk):
     assert ids[5] in listed(search=prefix) and all(i.startswith(prefix) for i in listed(search=prefix))
     assert listed(search="%") == [] and listed(search="_") == []  # LIKE's wildcards are text
     assert listed(search="") == listed()
+    # the target object and the source record (exact, indexed; issue 65's request columns)
+    body = held_request(11, subject="ticket_5521")
+    body["context"]["target_object_id"] = "ord_7731"
+    special = desk.decisions.decide(Caller(REQUESTER, SCOPE, "starter", 1_000_000, 1_000_000_000), body).record
+    assert listed(search="ord_7731") == [special["decision_id"]] == listed(search="ticket_5521")
+    assert listed(search="ord_77") == [] and sorted(listed(search="sub_1042")) == sorted(ids)
     for filters, reader, message in (
             ({"assignee": "theirs"}, REVIEWER.actor, "assignee must be one of mine, unassigned"),
             ({"assignee": "mine"}, None, "assignee must be one of mine, unassigned"),

@@ -39,7 +39,6 @@ from gate.services.holds import (
     _queue_columns,
     _utc,
     hold_sweeper,
-    hold_view,
     parse_vote,
 )
 from tests.holds.service_support import (
@@ -55,7 +54,7 @@ from tests.holds.service_support import (
     Desk,
     build_desk,
 )
-from tests.holds.support import policy, queue
+from tests.holds.support import REQUEST, policy, queue
 
 AT = "2026-11-26T12:00:00.000Z"
 DEADLINE = "2026-11-27T12:00:00.000Z"  # the default queue's day
@@ -112,7 +111,10 @@ def _view(record: dict[str, Any], **changes: Any) -> dict[str, Any]:
         "reason_code": "MARGIN_BELOW_FLOOR", "record_hash": record["record_hash"], "requested_by": REQUESTER,
         "requested_holder": "key:" + REQUESTER, "claimed_by": None, "claimed_at": None, "approvals": [], "approvals_needed": 1,
         "require_justification": False, "four_eyes": True, "resolved_at": None, "resolved_by": None,
-        "facts": FACTS,
+        "facts": FACTS, "request": {
+            "question": REQUEST["question"], "requested_action": "apply_discount", "target_system": "billing",
+            "target_object_id": "sub_1042", "amount": None, "currency": None, "source_record_id": "sub_1042",
+            "workflow": "billing_discount_gate", "requester": "key:" + REQUESTER, "signed": True},
     }
     return {**view, **changes}
 
@@ -217,7 +219,11 @@ def test_a_held_decide_opens_its_row_and_announces_it(desk):
         "priority_rank": 1, "opened_at": AT, "deadline_at": DEADLINE, "escalate_at": None, "approvals_needed": 1,
         "require_justification": 0, "four_eyes": 1, "state": "open", "claimed_by": None, "claimed_at": None,
         "approvals_json": "[]", "resolved_at": None, "resolved_by": None, "resolution_seq": None, "row_version": 0,
-        "facts_json": json.dumps(FACTS, separators=(",", ":"), sort_keys=True), "requested_holder": None}
+        "facts_json": json.dumps(FACTS, separators=(",", ":"), sort_keys=True), "requested_holder": None,
+        # the request's summary as signed (issue 65), and its two searchable members
+        "request_json": json.dumps(_view(record)["request"], ensure_ascii=False, separators=(",", ":"),
+                                   sort_keys=True),
+        "target_object_id": "sub_1042", "source_record_id": "sub_1042"}
     assert _announced(desk) == [(full_type("hold.opened"), record["decision_id"], AT, {
         **_bound(record), "queue": "default", "priority": "normal", "deadline_at": DEADLINE,
         "policy_id": "pricing_exception", "rule_id": "review_thin_margin", "reason_code": "MARGIN_BELOW_FLOOR",
@@ -246,7 +252,7 @@ def test_a_route_sets_the_queue_priority_quorum_and_escalation_of_the_hold(desk)
                                          "approvals_needed", "require_justification", "four_eyes")} == {
         "queue": "finance", "priority": "urgent", "priority_rank": 3, "deadline_at": "2026-11-26T13:00:00.000Z",
         "escalate_at": "2026-11-26T12:01:00.000Z", "approvals_needed": 2, "require_justification": 1, "four_eyes": 0}
-    assert hold_view(row) == _view(record, queue="finance", priority="urgent", deadline_at=DEADLINE_1H,
+    assert desk.service.view(row) == _view(record, queue="finance", priority="urgent", deadline_at=DEADLINE_1H,
                                    escalate_at="2026-11-26T12:01:00.000Z", approvals_needed=2,
                                    require_justification=True, four_eyes=False)
     assert _announced(desk)[-1][3]["inbox_url"] == \
@@ -310,7 +316,7 @@ def test_a_sweep_escalates_the_hold_and_keeps_its_deadline(desk):
     event = desk.service.history_document(SCOPE)["events"][-1]
     assert _members(event) == _stated("escalate", CLOCK, 1, None, ESCALATE_AT, **_bound(record),
                                       queue="leads", deadline_at=DEADLINE_2H)
-    assert hold_view(desk.row(record["decision_id"])) == _view(record, queue="leads", deadline_at=DEADLINE_2H)
+    assert desk.service.view(desk.row(record["decision_id"])) == _view(record, queue="leads", deadline_at=DEADLINE_2H)
     assert _announced(desk)[-1] == _announcement("hold.escalated", record, event, "leads")
     assert desk.service.sweep() == 0
     _verified(desk)
@@ -795,9 +801,9 @@ def test_the_holds_like_a_closed_one_leave_it_out_and_state_how_each_closed(desk
     assert desk.service.sweep() == 1
     similar = desk.service.similar(SCOPE, target["decision_id"])
     assert similar == [
-        {**hold_view(desk.row(expired["decision_id"])), "distance": 0.25, "resolution": {
+        {**desk.service.view(desk.row(expired["decision_id"])), "distance": 0.25, "resolution": {
             "vote": None, "reason_code": None, "note": None, "actor": "clock", "created_at": _at(86_401)}},
-        {**hold_view(desk.row(denied["decision_id"])), "distance": 0.25, "resolution": {
+        {**desk.service.view(desk.row(denied["decision_id"])), "distance": 0.25, "resolution": {
             "vote": "deny", "reason_code": "THIN", "note": "too thin", "actor": SECOND.actor,
             "created_at": _at(2)}}]
     assert [h["decision_id"] for h in desk.service.similar(SCOPE, target["decision_id"], limit=1)] == [
@@ -936,7 +942,7 @@ ANN, BOB = "person:https://id.example#ann", "person:https://id.example#bob"
 def test_four_eyes_refuses_every_key_of_the_requesting_holder(desk):
     record = desk.held(holder=ANN)
     row = desk.row(record["decision_id"])
-    assert row["requested_holder"] == ANN and hold_view(row)["requested_holder"] == ANN
+    assert row["requested_holder"] == ANN and desk.service.view(row)["requested_holder"] == ANN
     for twin in (Principal.api_key("key_twin", ANN), Principal.person("https://id.example", "ann")):
         refused = _refusal(lambda twin=twin: desk.service.resolve(SCOPE, twin, RESOLVE, record["decision_id"], APPROVE),
                            "HOLD_FOUR_EYES")

@@ -15,7 +15,7 @@ from gate.holds.events import EVENT_MEMBERS
 from gate.holds.history import verify_hold_history
 from gate.principals import Principal
 from gate.services.decide import Caller, DecisionService
-from gate.services.holds import DeferredOpener, hold_view
+from gate.services.holds import DeferredOpener
 from tests.holds.service_support import REQUESTER, RESOLVE, REVIEWER, SCOPE, SECOND, build_desk
 from tests.holds.support import held_request, policy, queue
 
@@ -65,7 +65,7 @@ def test_a_hold_written_whole_is_the_hold_a_live_review_leaves(desk):
     assert [_stated(e) for e in written] == [_stated(e) for e in events]
     assert written[1]["votes"] == [written[0]["event_hash"]] and written[0]["previous_event_hash"] == events[1]["event_hash"]
     assert written == desk.service.holds.events_of(SCOPE, record["decision_id"])
-    assert _unbound(hold_view(desk.row(record["decision_id"]))) == _unbound(hold_view(desk.row(live["decision_id"])))
+    assert _unbound(desk.service.view(desk.row(record["decision_id"]))) == _unbound(desk.service.view(desk.row(live["decision_id"])))
     assert closed == [live["decision_id"], record["decision_id"]]
     types = [(e["type"].rsplit(".", 2)[-2:], e["subject"]) for e in desk.announced()]
     assert types[-3:] == [(["hold", "opened"], record["decision_id"]), (["hold", "voted"], record["decision_id"]),

@@ -204,5 +204,7 @@ def test_the_list_reads_the_request_reason_and_time_as_a_reviewer_does(desk):
     assert time_left({**hold, "deadline_at": "2026-02-09T23:58:00.000Z"}, now) == "overdue 2 min"
     assert amount_text({"amount": True}) == "" and amount_text({"amount": 129}) == "129"
     assert reason_words(None) == "no reason code"
-    bare = _hold_rows([store.holds.show("acme", ids[1])], now).iloc[0].to_dict()  # no request stored: dashes
+    real = _hold_rows([store.holds.show("acme", ids[1])], now).iloc[0].to_dict()  # the signed request's
+    assert (real["action"], real["target"], real["amount"]) == ("apply_discount", "billing sub_1042", "")
+    bare = _hold_rows([{**hold, "request": None}], now).iloc[0].to_dict()  # no request: dashes
     assert (bare["action"], bare["target"], bare["amount"]) == ("—", "—", "")

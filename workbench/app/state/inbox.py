@@ -163,7 +163,8 @@ class InboxState(PagedState):
     def own(self, hold: Mapping[str, Any] | None) -> bool:
         """Whether the hold is the session's own request under four eyes (`own_request`, the
         service's rule): its approval is not offered, and the page says so before any click."""
-        return hold is not None and own_request(hold, self.rights.principal.holder_id)  # type: ignore[arg-type]
+        return hold is not None and own_request(bool(hold.get("four_eyes")), str(hold.get("requested_holder")),
+                                                self.rights.principal.holder_id)
 
     def _codes(self) -> None:
         """The reason codes of the cursor hold's queue (`gate.holds.policy.reason_codes`), the
