@@ -199,12 +199,22 @@ def test_the_list_reads_the_request_reason_and_time_as_a_reviewer_does(desk):
     row = frame.iloc[0].to_dict()
     assert row["check"] == "▶ ☑" and row["action"] == "issue_refund" and row["target"] == "billing ord_7731"
     assert row["amount"] == "1,290.5 EUR" and row["reason"] == "Margin below floor" and row["status"] == "open"
-    assert row["assignee"] == "unassigned" and row["age"] == "8 d 12 h"
-    assert time_left({**hold, "deadline_at": "2026-02-10T03:05:00.000Z"}, now) == "3 h 5 min"
-    assert time_left({**hold, "deadline_at": "2026-02-09T23:58:00.000Z"}, now) == "overdue 2 min"
+    assert row["assignee"] == "nobody" and row["age"] == "8 d 12 h"
+    assert time_left({**hold, "deadline_at": "2026-02-10T03:05:00.000Z"}, now) == "3 h 5 m"
+    assert time_left({**hold, "deadline_at": "2026-02-09T23:58:00.000Z"}, now) == "overdue 2 m"
     assert amount_text({"amount": True}) == "" and amount_text({"amount": 129}) == "129"
     assert reason_words(None) == "no reason code"
     real = _hold_rows([store.holds.show("acme", ids[1])], now).iloc[0].to_dict()  # the signed request's
     assert (real["action"], real["target"], real["amount"]) == ("apply_discount", "billing sub_1042", "")
     bare = _hold_rows([{**hold, "request": None}], now).iloc[0].to_dict()  # no request: dashes
     assert (bare["action"], bare["target"], bare["amount"]) == ("—", "—", "")
+
+
+def test_the_keys_field_acts_on_each_key_once_in_order():
+    from workbench.app.pages.inbox import new_keys
+
+    assert new_keys("1:j 2:k 3:Enter", 0) == (["j", "k", "Enter"], 3)
+    assert new_keys("2:k 3:Enter 4:a", 3) == (["a"], 4)  # a merged change: the keys before it are kept
+    assert new_keys("6:d 5:c", 4) == (["c", "d"], 6)
+    assert new_keys("x:j ９:k 7 :d 99999999999999:a <b>:c", 6) == ([""], 7)  # malformed items are skipped
+    assert new_keys("", 7) == ([], 7)

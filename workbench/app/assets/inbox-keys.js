@@ -2,13 +2,17 @@
 // approval shown), a approve, d deny, c claim, x check for a bulk step, / search, ? lists them,
 // Escape cancels. Served from the workbench's own origin (the Content-Security-Policy allows
 // 'self', no inline script and no eval). A key goes to the server by setting the value of the
-// page's hidden field (a Bokeh TextInput with the class "inbox-keys") to "<key> <count>": the
-// server reads the key's name as data and ignores one it does not know. Keys typed into a field
+// page's hidden field (a Bokeh TextInput with the class "inbox-keys") to the newest keys with their
+// numbers, "12:j 13:k 14:Enter" (the server may merge two quick changes of one field into the last,
+// so each change carries the keys before it; the server acts on each number once, in order). The
+// server reads a key's name as data and ignores one it does not know. Keys typed into a field
 // stay the field's; nothing here reads or writes the page's text.
 (function () {
   "use strict";
   var SENT = { j: 1, k: 1, Enter: 1, a: 1, d: 1, c: 1, x: 1, "?": 1, Escape: 1 };
   var count = 0;
+  var recent = [];  // the newest KEPT keys, "<number>:<key>"
+  var KEPT = 32;
 
   function find(root, selector) {
     // The first element matching `selector` in `root` or any shadow root below it.
@@ -90,6 +94,10 @@
       return;
     }
     count += 1;
-    model.value = key + " " + count;
+    recent.push(count + ":" + key);
+    if (recent.length > KEPT) {
+      recent.shift();
+    }
+    model.value = recent.join(" ");
   });
 })();

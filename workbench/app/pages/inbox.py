@@ -26,8 +26,8 @@ from workbench.reports.textsafe import md_cell, md_text
 # The list's columns, in order: what a reviewer reads before a click (issue 65).
 HOLD_COLUMNS = ("check", "priority", "action", "target", "amount", "reason", "time left", "age", "assignee", "status",
                 "decision_id")
-_WIDTHS = {"check": 34, "priority": 72, "action": 118, "target": 130, "amount": 92, "reason": 140, "time left": 76,
-           "age": 52, "assignee": 92, "status": 74, "decision_id": 0}
+_WIDTHS = {"check": 34, "priority": 70, "action": 100, "target": 112, "amount": 80, "reason": 128, "time left": 80,
+           "age": 66, "assignee": 78, "status": 72, "decision_id": 0}  # 820 px: the list is 830 wide
 # Colour chips: text colour on a tinted background, by priority and by state.
 CHIPS = {"urgent": ("#ffffff", "#b42318"), "high": ("#7a2e0e", "#fddcab"), "normal": ("#1d2939", "#e4e7ec"),
          "low": ("#475467", "#f2f4f7"), "open": ("#05603a", "#d1fadf"), "approved": ("#054f31", "#a6f4c5"),
@@ -35,15 +35,15 @@ CHIPS = {"urgent": ("#ffffff", "#b42318"), "high": ("#7a2e0e", "#fddcab"), "norm
 
 
 def _ago(seconds: float) -> str:
-    """A span of time in the largest unit that fits: 45 s, 12 min, 3 h 5 min, 2 d 4 h."""
+    """A span of time in the largest units that fit: 45 s, 12 m, 3 h 5 m, 2 d 4 h."""
     seconds = int(abs(seconds))
     if seconds < 60:
         return f"{seconds} s"
     minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86_400
     if hours == 0:
-        return f"{minutes} min"
+        return f"{minutes} m"
     if days == 0:
-        return f"{hours} h {minutes % 60} min" if minutes % 60 else f"{hours} h"
+        return f"{hours} h {minutes % 60} m" if minutes % 60 else f"{hours} h"
     return f"{days} d {hours % 24} h" if hours % 24 else f"{days} d"
 
 
@@ -81,7 +81,7 @@ def target_text(request: dict[str, Any]) -> str:
 
 def _assignee(hold: dict[str, Any]) -> str:
     claimed = hold.get("claimed_by")
-    return str(claimed).rsplit("#", 1)[-1] if claimed else "unassigned"
+    return str(claimed).rsplit("#", 1)[-1] if claimed else "nobody"
 
 
 def _hold_rows(holds: list[dict[str, Any]], now: str = "", cursor: int = -1,
@@ -223,7 +223,7 @@ def event_rows(detail: dict[str, Any] | None) -> pd.DataFrame:
 
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"  # served at /workbench-assets (inbox-keys.js)
-POLL_MS = 1000  # new and closed holds show within 2 s: a poll each second (HoldService.version, one cheap read)
+POLL_MS = 500  # new and closed holds show within 2 s: a poll every half second (HoldService.version, one cheap read)
 
 
 def _table(frame: pd.DataFrame, css: str, height: int | None, selectable: bool = False) -> pn.widgets.Tabulator:
@@ -248,7 +248,7 @@ def _hold_table(state: InboxState) -> pn.widgets.Tabulator:
                                                                      "age": "right"},
         header_align={"amount": "right", "time left": "right", "age": "right"},
         formatters={name: {"type": "textarea"} for name in ("action", "target", "reason", "assignee")},
-        sizing_mode="stretch_width")
+        sortable=False, width=830)  # the server's order (priority, then time left) over every page
     table.style.map(_chip, subset=["priority", "status"])
 
     def follow(*_: object) -> None:
@@ -308,11 +308,30 @@ def keys_markdown(shown: bool) -> str:
                       *(f"| `{key}` | {md_text(does)} |" for key, does in KEYS)])
 
 
+def new_keys(value: str, done: int) -> tuple[list[str], int]:
+    """The keys of the field's `value` ("12:j 13:k 14:Enter", the newest the page kept) numbered
+    after `done`, in order, and the newest number. Untrusted text: a malformed item is skipped."""
+    keys: list[tuple[int, str]] = []
+    for item in value.split(" "):
+        number, _, key = item.partition(":")
+        if number.isascii() and number.isdigit() and len(number) < 12 and int(number) > done:
+            keys.append((int(number), key))
+    keys.sort()
+    return [key for _number, key in keys], max([done, *(number for number, _key in keys)])
+
+
 def _key_input(state: InboxState) -> pn.widgets.TextInput:
-    """The hidden field the page's key handler (assets/inbox-keys.js) writes each key to, as
-    "<key> <count>"; the key's name is data (`InboxState.key` ignores one it does not know)."""
+    """The hidden field the page's key handler (assets/inbox-keys.js) writes the newest keys to;
+    each key is acted on once, in order (`InboxState.key` ignores one it does not know)."""
     sink = pn.widgets.TextInput(name="inbox keys", visible=False, css_classes=["inbox-keys"])
-    sink.param.watch(lambda event: state.key(str(event.new).split(" ", 1)[0]) if event.new else None, "value")
+    done = [0]
+
+    def pressed(event: param.parameterized.Event) -> None:
+        keys, done[0] = new_keys(str(event.new or ""), done[0])
+        for key in keys:
+            state.key(key)
+
+    sink.param.watch(pressed, "value")
     return sink
 
 
@@ -411,7 +430,7 @@ def inbox_page(state: InboxState) -> pn.viewable.Viewable:
 
     state.param.watch(detail_changed, "detail")
     _poll(state)
-    listing = pn.Column(_bulk(state), _hold_table(state), width=800, css_classes=["inbox-list"])
+    listing = pn.Column(_bulk(state), _hold_table(state), width=840, css_classes=["inbox-list"])
     detail = pn.Column(
         pn.pane.Markdown(pn.bind(_own_banner, state.param.detail, state), css_classes=["inbox-own"],
                          styles={"color": "#7a271a"}),
@@ -426,7 +445,7 @@ def inbox_page(state: InboxState) -> pn.viewable.Viewable:
         similar,
         pn.pane.Markdown("**Signed hold events** (the scope's hold chain; `gate verify --hold-history` checks it)"),
         events,
-        sizing_mode="stretch_width", min_width=400, css_classes=["inbox-detail"],
+        sizing_mode="stretch_width", min_width=380, css_classes=["inbox-detail"],
     )
     return pn.Column(
         _filters(state),
