@@ -106,7 +106,7 @@ def _cursor_target(page) -> str:
 
 
 def test_a_hold_opened_or_closed_elsewhere_shows_within_two_seconds(signed_in, desk):
-    server, writer, held = desk
+    server, writer, _held_records = desk
     bob = signed_in(server, "bob", f"{server.url}?scope={LIVE}&page=inbox")
     wait_for_rows(bob, ".inbox-holds")
     _row(bob, "ord_other").wait_for()

@@ -416,9 +416,12 @@ def _own_banner(detail: dict[str, Any] | None, state: InboxState) -> str:
 
 
 def _poll(state: InboxState) -> None:
-    """Poll the scope's holds each POLL_MS while the page is served (stopped with its session)."""
-    if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+    """Poll the scope's holds each POLL_MS while the page is served (stopped with its session),
+    and read the open hold's closed holds like it on the next tick, after the rest of its detail."""
+    document = pn.state.curdoc
+    if document is not None and document.session_context is not None:
         pn.state.add_periodic_callback(state.poll, period=POLL_MS)
+        state.defer = document.add_next_tick_callback
 
 
 def inbox_page(state: InboxState) -> pn.viewable.Viewable:

@@ -17,7 +17,7 @@ only reads it.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import param
@@ -94,6 +94,9 @@ class InboxState(PagedState):
         super().__init__(**params)  # type: ignore[no-untyped-call]  # param's Parameterized.__init__ is unannotated
         self.store = store
         self.rights = rights
+        # The served page's "later" (its next tick): the closed holds like the open one, the slowest
+        # read of its detail, come after it, so a key that opens a hold answers first. None: at once.
+        self.defer: Callable[[Callable[[], None]], object] | None = None
         self.seen: tuple[int, int] | None = None  # the scope's hold version the page was read at
         self.read_at = 0.0  # time.monotonic() of that read
         self.refresh()
@@ -236,13 +239,22 @@ class InboxState(PagedState):
         decision_id = decision_id.strip()
         self.proposal = None
         self.selected = decision_id
-        self.detail = self.store.hold_detail(self.scope, decision_id) if decision_id and self.scope else None
+        later = self.defer is not None
+        self.detail = (self.store.hold_detail(self.scope, decision_id, similar=not later)
+                       if decision_id and self.scope else None)
         if decision_id and self.detail is None:
             self.message = f"no hold {decision_id!r} in scope {self.scope!r}"
+        elif self.detail is not None and self.defer is not None:
+            self.defer(lambda: self._similar(decision_id))
         ids = [str(hold["decision_id"]) for hold in self.rows]
         if decision_id in ids:
             self.cursor = ids.index(decision_id)
         self._codes()
+
+    def _similar(self, decision_id: str) -> None:
+        """The open hold's closed holds like it, read after the rest of its detail (`defer`)."""
+        if self.detail is not None and self.selected == decision_id and self.detail.get("similar") is None:
+            self.detail = {**self.detail, "similar": self.store.similar_holds(self.scope, decision_id)}
 
     def follow(self, state: str, queue: str, hold: str) -> None:
         """Apply a link's values (untrusted text): a known state, one of the scope's queues, and
@@ -258,7 +270,11 @@ class InboxState(PagedState):
         """Read the page and the open hold again (steps taken elsewhere: the API, the CLI, the clock)."""
         self.refresh()
         if self.selected:
+            proposal = self.proposal
             self.open(self.selected)
+            hold = (self.detail or {}).get("hold") or {}
+            if proposal and proposal.get("decision_id") == self.selected and hold.get("state") == "open":
+                self.proposal = proposal  # a poll does not cancel the approval being confirmed
 
     # -- steps -------------------------------------------------------------------------------
 
