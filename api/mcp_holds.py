@@ -23,6 +23,13 @@ from api.runtime import runtime
 from gate.errors import GateError, Signal
 
 TOOL = "hold_resolution"
+_TEXT = {"type": ["string", "null"]}
+# What the held action asks (gate.holds.request.HoldRequest): `signed` when read from the stored
+# request bound to the record's input_hash; otherwise every member is null.
+REQUEST_SCHEMA = {"type": "object", "required": ["requester", "signed"], "properties": {
+    "question": _TEXT, "requested_action": _TEXT, "target_system": _TEXT, "target_object_id": _TEXT,
+    "amount": {"type": ["number", "string", "null"]}, "currency": _TEXT, "source_record_id": _TEXT,
+    "workflow": _TEXT, "requester": {"type": "string"}, "signed": {"type": "boolean"}}}
 MAX_WAIT_SECONDS = 30
 _DECISION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 _IN_THREAD = object()
@@ -31,15 +38,18 @@ DEFINITION: ToolDefinition = {
     "name": TOOL,
     "title": "Resolution of a held action",
     "description": ("The state of a held decision (open, approved, denied, expired) and its signed resolution, "
-                    "waiting up to wait_seconds (0-30) for a reviewer. Needs the x-api-key header of the decision's "
-                    "scope. Proceed only after verifying the resolution offline; open or expired never approves."),
+                    "waiting up to wait_seconds (0-30) for a reviewer, with the hold and what it asks (hold.request: "
+                    "the requested action, target, amount, read from the signed request). Needs the x-api-key header "
+                    "of the decision's scope. Proceed only after verifying the resolution offline; open or expired "
+                    "never approves."),
     "inputSchema": {"type": "object", "required": ["decision_id"], "additionalProperties": False,
                     "properties": {"decision_id": {"type": "string", "maxLength": 64},
                                    "wait_seconds": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECONDS}}},
     "outputSchema": {"type": "object", "required": ["state", "approved"],
                      "properties": {"state": {"type": "string", "enum": ["open", "approved", "denied", "expired"]},
                                     "approved": {"type": "boolean"}, "decision_id": {"type": "string"},
-                                    "resolution": {"type": ["object", "null"]}, "hold": {"type": "object"},
+                                    "resolution": {"type": ["object", "null"]},
+                                    "hold": {"type": "object", "properties": {"request": REQUEST_SCHEMA}},
                                     "ok": {"type": "boolean"}}},
     "annotations": {"title": "Resolution of a held action", "readOnlyHint": True, "destructiveHint": False,
                     "idempotentHint": True, "openWorldHint": False},

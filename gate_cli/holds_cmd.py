@@ -193,17 +193,55 @@ def list_text(scope: str, state: str, page: Mapping[str, Any]) -> str:
     tally = ", ".join(f"{name} {counts.get(name, 0)}" for name in STATES[:4])
     if not page["holds"]:
         return f"no {state} holds in scope {scope!r} ({tally})"
-    rows = [(h["decision_id"], h["state"], h["priority"], h["queue"], h["deadline_at"],
+    rows = [(h["decision_id"], *_asked(h.get("request")), h["state"], h["priority"], h["queue"], h["deadline_at"],
              f"{len(h['approvals'])}/{h['approvals_needed']}", h["claimed_by"] or "-",
              h["rule_id"] or "-", h["reason_code"] or "-") for h in page["holds"]]
-    header = ("DECISION", "STATE", "PRIORITY", "QUEUE", "DEADLINE", "APPROVALS", "CLAIMED BY", "RULE", "REASON")
+    header = ("DECISION", "ACTION", "TARGET", "AMOUNT", "STATE", "PRIORITY", "QUEUE", "DEADLINE", "APPROVALS",
+              "CLAIMED BY", "RULE", "REASON")
     lines = [f"{page['count']} of {page['total']} {state} holds in scope {scope!r} ({tally})"]
     return "\n".join(lines + _table(header, rows))
 
 
+def _line(value: Any, limit: int = 60) -> str:
+    """A caller's value on one line of a terminal: a control character is a space, cut at `limit`."""
+    text = "".join(c if c.isprintable() else " " for c in (value if isinstance(value, str) else json.dumps(value)))
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _asked(request: Mapping[str, Any] | None) -> tuple[str, str, str]:
+    """A hold's requested action, target and amount (with its currency) for the list; `-` when
+    the request states none or was not read as signed."""
+    if not request or not request.get("signed"):
+        return "-", "-", "-"
+    target = request.get("target_object_id")
+    system = request.get("target_system")
+    where = f"{target} ({system})" if target is not None and system is not None else target or system
+    amount = request.get("amount")
+    money = None if amount is None else " ".join(str(v) for v in (amount, request.get("currency")) if v is not None)
+    action = request.get("requested_action")
+    return (_line(action, 40) if action is not None else "-", _line(where, 40) if where is not None else "-",
+            _line(money, 40) if money is not None else "-")
+
+
+REQUEST_LABELS = (("question", "question"), ("requested_action", "action"), ("target_system", "target system"),
+                  ("target_object_id", "target"), ("amount", "amount"), ("currency", "currency"),
+                  ("source_record_id", "source record"), ("workflow", "workflow"), ("requester", "requested by"))
+
+
+def request_lines(request: Mapping[str, Any] | None) -> list[str]:
+    """What the caller asked, first: read from the stored request bound to the record's input_hash."""
+    if not request or not request.get("signed"):
+        holder = (request or {}).get("requester") or "-"
+        return [f"request: not shown (no stored request is bound to this record's input_hash); asked by {holder}"]
+    return ["request (as signed: the stored request bound to the record's input_hash):",
+            *(f"  {label:<14}{_line(request[name], 200)}" for name, label in REQUEST_LABELS
+              if request.get(name) is not None)]
+
+
 def show_text(hold: Mapping[str, Any]) -> str:
-    """One hold: what held it, its owner and clock, its facts and its signed events."""
+    """One hold: what it asks, what held it, its owner and clock, its facts and its signed events."""
     lines = [f"hold {hold['decision_id']}: {hold['state']} (queue {hold['queue']}, priority {hold['priority']})",
+             *request_lines(hold.get("request")),
              f"  record_hash   {hold['record_hash']}",
              f"  held by       rule {hold['rule_id'] or '-'} ({hold['reason_code'] or 'no reason code'}) of policy "
              f"{hold['policy_id'] or '-'} {hold['policy_version'] or ''}".rstrip(),

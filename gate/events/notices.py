@@ -1,9 +1,12 @@
 """What a reviewer is told of a hold, per channel (docs/integrations.md, "Reviewers' channels"):
 an e-mail (plain text and HTML) and a Slack Block Kit message with Approve and Deny.
 
-A notice states the facts a reviewer needs, bounded as the Inbox shows them (at most
-`MAX_FACTS` facts, each value cut at `MAX_VALUE` characters), the rule in words, the deadline
-and the Inbox link. Every text a caller supplied (facts, ids, the scope) is data: escaped in HTML,
+A notice states first what the caller asked (the request on the hold, gate.holds.request: read
+from the stored request bound to the record's input_hash), then the facts a reviewer needs,
+bounded as the Inbox shows them (at most `MAX_FACTS` facts, each value cut at `MAX_VALUE`
+characters), the rule in words, the deadline and the Inbox link. What of the request and the
+facts leaves the gate is the queue's `show` (gate.holds.disclosure.disclose, the one rule): every
+other value is `•••`, with the Inbox link to read it. Every text a caller supplied (facts, ids, the scope) is data: escaped in HTML,
 sent as `plain_text` to Slack (never `mrkdwn`, so no mention or link is made of it), and written
 in the plain-text e-mail as JSON (a line break in a value cannot start a line of its own). The
 link never approves: it opens the hold in the Inbox after sign-in.
@@ -28,6 +31,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from gate.events.outbound import Outbound
+from gate.holds.disclosure import DEFAULT_SHOW, MASK, Disclosure, disclose
+from gate.holds.request import HoldRequest
 
 MAX_FACTS = 12
 MAX_VALUE = 200
@@ -54,16 +59,42 @@ class Notice:
     # record's `missing_fields` and `invalid_fields`): what the reviewer must find before deciding.
     missing: tuple[str, ...] = ()
     invalid: tuple[str, ...] = ()
+    # What the caller asked (gate.services.holds.hold_requests; None: not read) and what of it
+    # and of the facts the destination's queue lets out (`queues.<name>.show`).
+    request: HoldRequest | None = None
+    show: tuple[str, ...] = DEFAULT_SHOW
+
+    def disclosure(self) -> Disclosure:
+        """What this notice's destination may read (gate.holds.disclosure.disclose)."""
+        return disclose(self.show, self.request, self.facts)
+
+
+LABELS = {"question": "Question", "requested_action": "Requested action", "target_system": "Target system",
+          "target_object_id": "Target object", "amount": "Amount", "currency": "Currency",
+          "source_record_id": "Source record", "workflow": "Workflow", "requester": "Requested by"}
+MASKED = f"Values shown as {MASK} are not sent to this channel: open the hold in the Inbox to read them."
+UNSIGNED = "Request: not shown (no stored request is bound to this record's input_hash); open the Inbox."
 
 
 def _cut(text: str, limit: int = MAX_VALUE) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def facts_shown(facts: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The facts as (name, value as JSON), bounded; a last line says how many were left out."""
-    items = sorted(facts.items()) if isinstance(facts, Mapping) else []
-    shown = [(_cut(_printable(str(name)), 60), _cut(json.dumps(value, ensure_ascii=False, default=str)))
+def request_shown(disclosure: Disclosure) -> list[tuple[str, str]]:
+    """The request as (label, value on one line), in the order a reviewer reads it; a masked
+    value is `MASK`. Empty when the request was not read as signed (`UNSIGNED` says so)."""
+    return [(LABELS[name], value if value is MASK else _cut(_printable(value if isinstance(value, str)
+                                                                       else json.dumps(value))))
+            for name, value in disclosure.request]
+
+
+def facts_shown(facts: Mapping[str, Any] | Disclosure) -> list[tuple[str, str]]:
+    """The facts as (name, value as JSON, or `MASK`), bounded; a last line says how many were
+    left out. A `Disclosure`'s facts are already masked as its destination reads them."""
+    items = list(facts.facts) if isinstance(facts, Disclosure) else (
+        sorted(facts.items()) if isinstance(facts, Mapping) else [])
+    shown = [(_cut(_printable(str(name)), 60),
+              MASK if value is MASK else _cut(json.dumps(value, ensure_ascii=False, default=str)))
              for name, value in items[:MAX_FACTS]]
     if len(items) > MAX_FACTS:
         shown.append(("…", f"{len(items) - MAX_FACTS} more in the Inbox"))
@@ -92,39 +123,70 @@ def needs_in_words(notice: Notice) -> str | None:
     return "The request lacks facts: " + "; ".join(parts) + "." if parts else None
 
 
+def _asked(notice: Notice) -> str | None:
+    """The requested action and its target, as the destination may read them (None: not shown)."""
+    shown = {name: value for name, value in notice.disclosure().request if value is not MASK}
+    words = [str(shown[name]) for name in ("requested_action", "target_object_id") if name in shown]
+    return " ".join(words) if words else None
+
+
 def subject(notices: Sequence[Notice]) -> str:
     first = notices[0]
     if len(notices) == 1:
-        return _cut(_printable(f"[gate] Review needed in {first.scope}: {first.policy_id or 'held action'} "
+        return _cut(_printable(f"[gate] Review needed in {first.scope}: {_asked(first) or first.policy_id or 'held action'} "
                                f"({first.priority}, by {first.deadline_at})"), 200)
     return _cut(_printable(f"[gate] {len(notices)} held actions to review in {first.scope}, queue {first.queue}"), 200)
 
 
+def _request_lines(disclosure: Disclosure) -> list[str]:
+    """The request first, as the plain-text part and Slack state it (one line per member)."""
+    if not disclosure.signed:
+        return [UNSIGNED]
+    return ["Request (as signed: the stored request bound to the record's input_hash):",
+            *(f"  {label}: {value}" for label, value in request_shown(disclosure))]
+
+
 def _text_part(notice: Notice) -> str:
+    disclosure = notice.disclosure()
     lines = [f"Decision {notice.decision_id} in scope {json.dumps(notice.scope, ensure_ascii=False)}",
+             *_request_lines(disclosure),
              f"Queue {notice.queue}, priority {notice.priority}",
              f"Why: {rule_in_words(notice)}",
              f"Decide by {notice.deadline_at}: silence expires the hold, which never approves.",
              *filter(None, [needs_in_words(notice)]),
              "Facts:"]
-    lines += [f"  {json.dumps(name, ensure_ascii=False)}: {value}" for name, value in facts_shown(notice.facts)]
+    lines += [f"  {json.dumps(name, ensure_ascii=False)}: {value}" for name, value in facts_shown(disclosure)]
+    if disclosure.masked:
+        lines.append(MASKED)
     lines.append(f"Open it in the Inbox (sign-in required; the link does not approve): {notice.inbox_url}"
                  if notice.inbox_url else "Open the workbench's Inbox to review it (GATE_WORKBENCH_URL is not set).")
     return "\n".join(lines)
 
 
+def _html_request(disclosure: Disclosure) -> str:
+    e = html.escape
+    if not disclosure.signed:
+        return f"<p><b>{e(UNSIGNED)}</b></p>"
+    rows = "".join(f"<tr><th align=\"left\">{e(label)}</th><td>{e(value)}</td></tr>"
+                   for label, value in request_shown(disclosure))
+    return f"<p><b>Request</b> (as signed: the stored request bound to the record's input_hash)</p><table>{rows}</table>"
+
+
 def _html_part(notice: Notice) -> str:
     e = html.escape
+    disclosure = notice.disclosure()
     rows = "".join(f"<tr><th align=\"left\">{e(name)}</th><td><code>{e(value)}</code></td></tr>"
-                   for name, value in facts_shown(notice.facts))
+                   for name, value in facts_shown(disclosure))
+    masked = f"<p>{e(MASKED)}</p>" if disclosure.masked else ""
     link = (f"<p><a href=\"{e(notice.inbox_url)}\">Open it in the Inbox</a> (sign-in required; the link does "
             "not approve)</p>" if notice.inbox_url else "<p>Open the workbench's Inbox to review it.</p>")
     needs = needs_in_words(notice)
     lacks = f"<p><b>{e(needs)}</b></p>" if needs else ""
-    return (f"<h3>Decision {e(notice.decision_id)}</h3><p>Scope <b>{e(notice.scope)}</b>, queue {e(notice.queue)}, "
+    return (f"<h3>Decision {e(notice.decision_id)}</h3>{_html_request(disclosure)}"
+            f"<p>Scope <b>{e(notice.scope)}</b>, queue {e(notice.queue)}, "
             f"priority {e(notice.priority)}</p><p>Why: {e(rule_in_words(notice))}</p>"
             f"<p>Decide by <b>{e(notice.deadline_at)}</b>: silence expires the hold, which never approves.</p>"
-            f"{lacks}<table>{rows}</table>{link}")
+            f"{lacks}<table>{rows}</table>{masked}{link}")
 
 
 def email_message(sender: str, recipients: Sequence[str], notices: Sequence[Notice]) -> EmailMessage:
@@ -168,10 +230,13 @@ def slack_blocks(notices: Sequence[Notice]) -> list[dict[str, Any]]:
     """A section per hold with its facts, and its Approve and Deny buttons (value: the decision id)."""
     blocks: list[dict[str, Any]] = []
     for notice in notices[:MAX_SLACK_HOLDS]:
+        disclosure = notice.disclosure()
         facts = "\n".join([*filter(None, [needs_in_words(notice)]),
-                           *(f"{name}: {value}" for name, value in facts_shown(notice.facts))])
+                           *(f"{name}: {value}" for name, value in facts_shown(disclosure)),
+                           *([MASKED] if disclosure.masked else [])])
+        asked = "\n".join(_request_lines(disclosure))
         blocks.append({"type": "section", "text": _plain(
-            f"Review needed in {notice.scope} (queue {notice.queue}, {notice.priority}): decision "
+            f"{asked}\nReview needed in {notice.scope} (queue {notice.queue}, {notice.priority}): decision "
             f"{notice.decision_id}, {rule_in_words(notice)}. Decide by {notice.deadline_at}; silence never "
             f"approves.\n{facts}")})
         elements: list[dict[str, Any]] = [

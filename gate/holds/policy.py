@@ -16,6 +16,8 @@ with the reference verifier:
 * `queues.<name>.notify` (optional): the reviewers' channels of a queue, e-mail addresses and a
   Slack channel, told of each hold at once or in a digest every `every_seconds`
   (`gate.services.notify` sends them through the events outbox).
+* `queues.<name>.show` (optional): the request members and facts those channels state; the rest
+  is masked (`gate.holds.disclosure`; absent: the question, requested action, target and amount).
 
 Any one deny closes a hold as denied, whatever the quorum: a hold never approves on fewer
 approvals than its quorum names. A PUT states the whole policy; nothing falls back to a default
@@ -30,6 +32,7 @@ from typing import Any, NotRequired, TypedDict
 
 from gate import bodies
 from gate.errors import GateError
+from gate.holds.disclosure import DEFAULT_SHOW
 
 SCHEMA = "hold-policy"  # gate/bodies/hold-policy.schema.json: the shape of a PUT, and these bounds
 _SHAPE = bodies.schema(SCHEMA)["properties"]
@@ -85,6 +88,7 @@ class QueueJSON(TypedDict):
     escalate_after_seconds: int | None
     escalate_to: str | None
     notify: NotRequired[NotifyJSON]
+    show: NotRequired[list[str]]
 
 
 class RouteJSON(TypedDict):
@@ -136,6 +140,7 @@ class Queue:
     escalate_after_seconds: int | None = None
     escalate_to: str | None = None
     notify: Notify | None = None
+    show: tuple[str, ...] = DEFAULT_SHOW  # what its channels state (gate.holds.disclosure)
 
     def to_json(self) -> QueueJSON:
         out: QueueJSON = {"deadline_seconds": self.deadline_seconds, "quorum": self.quorum, "members": list(self.members),
@@ -143,6 +148,8 @@ class Queue:
                "escalate_after_seconds": self.escalate_after_seconds, "escalate_to": self.escalate_to}
         if self.notify is not None:  # a queue without channels reads as it did before they existed
             out["notify"] = self.notify.to_json()
+        if self.show != DEFAULT_SHOW:  # so does a queue that shows what every queue did by default
+            out["show"] = list(self.show)
         return out
 
     def approvals_needed(self) -> int:
@@ -277,7 +284,7 @@ def _queue(name: str, spec: Mapping[str, Any]) -> Queue:
     if after is not None and after >= deadline:
         raise _invalid(f"{where}: escalation must come before the deadline")
     return Queue(name, deadline, spec["quorum"], tuple(spec["members"]), spec["require_justification"], after, to,
-                 _notify(where, spec.get("notify")))
+                 _notify(where, spec.get("notify")), tuple(spec.get("show", DEFAULT_SHOW)))
 
 
 def _notify(where: str, spec: Mapping[str, Any] | None) -> Notify | None:
@@ -327,12 +334,24 @@ def recipients(queues: Iterable[Queue | None]) -> frozenset[str]:
     return frozenset(out)
 
 
+def disclosed(queues: Iterable[Queue | None]) -> frozenset[str]:
+    """Every (recipient, name) the queues' channels state a value of, as `"<recipient> <name>"`:
+    each recipient of a queue (`recipients`) with each name of its `show`."""
+    out: set[str] = set()
+    for queue in queues:
+        if queue is not None:
+            out |= {f"{recipient} {name}" for recipient in recipients((queue,)) for name in queue.show}
+    return frozenset(out)
+
+
 def move_loosens(guard: Guard, reached: frozenset[str], target: Queue) -> list[str]:
-    """What moving a hold of `guard`, whose facts may reach `reached`, to `target` would let
-    through (docs/holds.md, "Moving a hold"): a looser guard (`Guard.loosened_by`), or `notify`
-    when the target's channels would tell a recipient the hold may not reach. [] : the move keeps
-    the hold as guarded and as contained as it is."""
-    return guard.loosened_by(target.guard()) + (["notify"] if recipients((target,)) - reached else [])
+    """What moving a hold of `guard`, whose facts may reach `reached` (`recipients` and
+    `disclosed` of the queues it may reach), to `target` would let through (docs/holds.md,
+    "Moving a hold"): a looser guard (`Guard.loosened_by`), `notify` when the target's channels
+    would tell a recipient the hold may not reach, `show` when they would state a value to a
+    recipient it may not reach. [] : the move keeps the hold as guarded and as contained as it is."""
+    return (guard.loosened_by(target.guard()) + (["notify"] if recipients((target,)) - reached else [])
+            + (["show"] if disclosed((target,)) - reached else []))
 
 
 def _lets_through(before: Sequence[Queue], after: Sequence[Queue]) -> bool:
@@ -340,14 +359,19 @@ def _lets_through(before: Sequence[Queue], after: Sequence[Queue]) -> bool:
     by fewer or other holders, or without a note (some queue of `after` is looser than every
     queue of `before`), or its facts reach a recipient none of `before` tells."""
     looser = any(all(b.guard().loosened_by(a.guard()) for b in before) for a in after)
-    return looser or bool(recipients(after) - recipients(before))
+    return looser or bool(recipients(after) - recipients(before)) or bool(disclosed(after) - disclosed(before))
 
 
 def _notify_weakenings(before: Queue | None, after: Queue) -> list[str]:
     """A channel added: a hold's facts then leave the gate for an address or a Slack channel they
-    did not reach before (as `decision_created` turned on does). A channel removed, or a longer
-    digest, is not: a hold nobody hears of expires, which never approves."""
-    return ["notify"] if recipients((after,)) - recipients((before,)) else []
+    did not reach before (as `decision_created` turned on does); `show` widened: a request member
+    or fact leaves the gate for a channel that had it masked (issue 65). A channel removed, a
+    narrower `show` or a longer digest is not: a hold nobody hears of expires, which never approves."""
+    out = ["notify"] if recipients((after,)) - recipients((before,)) else []
+    widened = disclosed((after,)) - disclosed((before,))
+    if before is not None and {entry for entry in widened if entry.split(" ", 1)[0] in recipients((before,))}:
+        out.append("show")
+    return out
 
 
 def _timing_weakenings(before: Queue, after: Queue) -> list[str]:

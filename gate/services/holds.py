@@ -54,7 +54,7 @@ from gate.holds.events import (
     build_head,
 )
 from gate.holds.links import inbox_url
-from gate.holds.policy import PRIORITIES, Guard, HoldPolicy, Queue, move_loosens, recipients
+from gate.holds.policy import PRIORITIES, Guard, HoldPolicy, Queue, disclosed, move_loosens, recipients
 from gate.holds.request import HoldRequest
 from gate.holds.similar import NEAREST, WINDOW, nearest
 from gate.keys.config import LiveSigning, SigningSetup
@@ -826,12 +826,13 @@ def _move_loosens(row: HoldRow, target: Queue, policy: HoldPolicy) -> builtins.l
     """What moving the hold `row` to `target` would let through (`gate.holds.policy.move_loosens`):
     the hold's guard is its row's approvals needed and justification, with the members of its
     queue's quorum `all`; its facts may reach its queue's channels and those of the queues its
-    record reaches by the policy (its route or the default, and their escalations)."""
+    record reaches by the policy (its route or the default, and their escalations), each stating
+    what its `show` names (`disclosed`)."""
     current = policy.queue(row["queue"])
     members = current.guard().members if current is not None else None
     guard = Guard(row["approvals_needed"], members, bool(row["require_justification"]))
-    reached = recipients((current, *policy.reach(row["policy_id"], row["rule_id"])))
-    return move_loosens(guard, reached, target)
+    queues = (current, *policy.reach(row["policy_id"], row["rule_id"]))
+    return move_loosens(guard, recipients(queues) | disclosed(queues), target)
 
 
 def _closing_move(step: Step, row: HoldRow, event: HoldEvent) -> HoldMove:

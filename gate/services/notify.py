@@ -58,7 +58,7 @@ from gate.ledger import Ledger
 from gate.ledger.holds import HoldLedger
 from gate.ledger.outbox import Outbox
 from gate.ledger.slack_messages import SlackMessages
-from gate.services.holds import HoldOpener
+from gate.services.holds import HoldOpener, hold_requests
 
 log = logging.getLogger("gate.notify")
 
@@ -226,7 +226,7 @@ class Notifier:
             owner = queues.get(data["queue"]) if data and kind in (OPENED, *MOVED) else None
             if data and owner is not None and owner.notify is not None and (
                     owner.notify.at_once(data["priority"]) if kind == OPENED else self._moved_into(scope, data)):
-                notice = self._notice(scope, data)
+                notice = self._notice(scope, data, owner)
                 if notice is not None and notice.queue == owner.name:
                     channel.send(owner, [notice])
                     self.breakers.record(channel.endpoint, True, None, None)
@@ -253,7 +253,7 @@ class Notifier:
         if waiting and (self.clock.now() - _utc(waiting[0][0]["created_at"])).total_seconds() \
                 < queue.notify.every_seconds:
             return 0  # the digest's time has not come: nothing moves
-        notices = [n for n in (self._notice(scope, data) for _, data in waiting) if n is not None]
+        notices = [n for n in (self._notice(scope, data, queue) for _, data in waiting) if n is not None]
         if notices:
             channel.send(queue, notices)
             self.breakers.record(channel.endpoint, True, None, None)
@@ -261,8 +261,9 @@ class Notifier:
             self.outbox.set_stream_cursor(name, scope, events[-1]["seq"])
         return 1 if notices else 0
 
-    def _notice(self, scope: str, data: dict[str, Any]) -> Notice | None:
-        """The hold as a reviewer is told of it, or None when it closed or its deadline passed."""
+    def _notice(self, scope: str, data: dict[str, Any], to: Queue) -> Notice | None:
+        """The hold as the channels of the queue `to` are told of it (its request first, what
+        the queue's `show` lets out), or None when it closed or its deadline passed."""
         row = self.holds.hold(scope, data["decision_id"])
         if row is None or row["state"] != OPEN or _utc(row["deadline_at"]) <= self.clock.now():
             return None
@@ -270,7 +271,8 @@ class Notifier:
         missing, invalid = self._lacking(scope, row["decision_id"])
         return Notice(scope, row["decision_id"], row["queue"], row["priority"], row["deadline_at"], row["policy_id"],
                       row["rule_id"], row["reason_code"], facts if isinstance(facts, dict) else {},
-                      inbox_url(self.inbox_base, scope, row["decision_id"]), missing, invalid)
+                      inbox_url(self.inbox_base, scope, row["decision_id"]), missing, invalid,
+                      hold_requests(self.holds, scope, [row])[row["decision_id"]], to.show)
 
     def _lacking(self, scope: str, decision_id: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """A needs-input record's missing and invalid facts, as its record states them."""

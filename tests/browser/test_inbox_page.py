@@ -30,6 +30,7 @@ from workbench.app.pages.links import hold_href
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SCOPE = "acme"
 HOSTILE_NOTE = "<img src=x onerror=alert('note')> checked"
+HOSTILE_TARGET = "<img src=x onerror=alert('target')>ord_7731"  # issue 65: the request's target, as signed
 
 
 def _held(writer: LedgerWriter, hours_ago: int, margin: float, hostile: bool = False) -> dict:
@@ -39,6 +40,7 @@ def _held(writer: LedgerWriter, hours_ago: int, margin: float, hostile: bool = F
     body["context"]["inputs"].update(discount_percent=15, margin_percent=margin)
     if hostile:
         body["context"]["inputs"].update({HOSTILE_FACT: 3, "customer_note": HOSTILE_VALUE})
+        body["context"].update(target_object_id=HOSTILE_TARGET, amount=129, currency="EUR")
     record = writer.service.decide(Caller("key_test", SCOPE, "starter", 1000, 10_000_000), body).record
     assert record["verdict"] == "review"
     return record
@@ -144,7 +146,17 @@ def test_a_reviewer_follows_a_holds_link_signs_in_and_approves_it(sign_in, inbox
     hold.get_by_text("condition margin_percent < 20").wait_for()
     hold.get_by_text(HOSTILE_VALUE).wait_for()  # a fact's value, as typed by the caller
     hold.get_by_text(HOSTILE_FACT).wait_for()  # a fact's name
+    # issue 65: what the caller asked, first, as signed; the verification line says it is the bound request
+    hold.get_by_text("Request (as signed)").wait_for()
+    hold.get_by_text(HOSTILE_TARGET).wait_for()
+    hold.get_by_text("apply_discount").wait_for()
+    hold.get_by_text("129", exact=True).wait_for()
+    request_box, facts_box = (hold.get_by_text(HOSTILE_TARGET).bounding_box(),
+                              hold.get_by_text(HOSTILE_FACT).bounding_box())
+    assert request_box is not None and facts_box is not None and request_box["y"] < facts_box["y"]
     bob.locator(".inbox-verification").get_by_text("the decision record verifies").wait_for()
+    bob.locator(".inbox-verification").get_by_text(
+        "the request shown is the stored request bound to this record's input_hash").wait_for()
     bob.locator(".inbox-similar .tabulator-cell", has_text=HOSTILE_NOTE).wait_for()  # the denied neighbour
     ledger, holds = hold_service(server.home)
     try:

@@ -17,6 +17,7 @@ import pytest
 from gate.holds.events import verify_resolution
 from tests.cli_in_process import gate_in_process
 from tests.holds.support import Holds, held_request, policy, queue
+from tests.holds.test_hold_request import refund_held
 
 SCOPE = "tenant_a"
 
@@ -66,10 +67,11 @@ def test_list_shows_the_open_hold_as_a_table_and_as_json(gate_env, held):
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
     assert lines[0] == f"1 of 1 open holds in scope {SCOPE!r} (open 1, approved 0, denied 0, expired 0)"
-    assert lines[1].split() == ["DECISION", "STATE", "PRIORITY", "QUEUE", "DEADLINE", "APPROVALS", "CLAIMED", "BY",
-                                "RULE", "REASON"]
-    assert lines[2].split()[:4] == [held["decision_id"], "open", "normal", "default"]
-    assert lines[2].split()[5:] == ["0/1", "-", "review_thin_margin", "MARGIN_BELOW_FLOOR"]
+    assert lines[1].split() == ["DECISION", "ACTION", "TARGET", "AMOUNT", "STATE", "PRIORITY", "QUEUE", "DEADLINE",
+                                "APPROVALS", "CLAIMED", "BY", "RULE", "REASON"]
+    assert lines[2].split()[:8] == [held["decision_id"], "apply_discount", "sub_1042", "(billing)", "-", "open",
+                                    "normal", "default"]
+    assert lines[2].split()[9:] == ["0/1", "-", "review_thin_margin", "MARGIN_BELOW_FLOOR"]
     page = json.loads(_gate(gate_env, "holds", "list", "--scope", SCOPE, "--json").stdout)
     assert page["total"] == 1 and page["holds"][0]["decision_id"] == held["decision_id"]
     closed = _gate(gate_env, "holds", "list", "--scope", SCOPE, "--state", "closed")
@@ -78,6 +80,26 @@ def test_list_shows_the_open_hold_as_a_table_and_as_json(gate_env, held):
         "no open holds in scope 'elsewhere' (open 0, approved 0, denied 0, expired 0)")
     assert json.loads(_gate(gate_env, "holds", "list", "--scope", SCOPE, "--queue", "other", "--json").stdout)[
         "total"] == 0
+
+
+def test_list_and_show_state_the_signed_request_first(gate_env, client, issue_key):
+    """Issue 65: the held refund's requested action, target and amount in the list; its whole
+    request, with the requester's holder (not the key id), first in `show`, above the facts."""
+    caller = Holds(client, issue_key(scope=SCOPE, permissions="decide", holder="service:support-agent")["api_key"])
+    record = caller.decide(refund_held()).get_json()
+    assert record["verdict"] == "review", record
+    table = _gate(gate_env, "holds", "list", "--scope", SCOPE, process=True)
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.splitlines()[2].split()[:6] == [record["decision_id"], "issue_refund", "ord_7731", "(billing)",
+                                                        "129", "open"]
+    shown = _gate(gate_env, "holds", "show", "--scope", SCOPE, record["decision_id"], process=True).stdout
+    assert "request (as signed: the stored request bound to the record's input_hash):\n" in shown
+    assert "  action        issue_refund\n" in shown and "  target        ord_7731\n" in shown
+    assert "  amount        129\n" in shown and "  source record ticket_5521\n" in shown
+    assert "  requested by  service:support-agent\n" in shown
+    assert shown.index("issue_refund") < shown.index("facts:") and "  days_since_purchase: 40" in shown
+    document = json.loads(_gate(gate_env, "holds", "show", "--scope", SCOPE, record["decision_id"], "--json").stdout)
+    assert document["request"]["target_object_id"] == "ord_7731" and document["request"]["signed"] is True
 
 
 def test_show_claim_and_resolve_as_the_local_operator(gate_env, client, api, held):

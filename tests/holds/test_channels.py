@@ -24,8 +24,9 @@ from aiosmtpd.controller import Controller
 
 from gate.events.outbound import Outbound
 from gate.holds.events import verify_resolution
-from gate.holds.policy import HoldPolicy, weakenings
+from gate.holds.policy import HoldPolicy, disclosed, move_loosens, recipients, weakenings
 from tests.holds.support import Holds, MovingClock, held_request, policy, queue
+from tests.holds.test_hold_request import refund_held
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 TEAM, ALICE, BOB, EVIL = "T0001TEAM", "U0001ALICE", "U0002BOB", "U0003EVIL"
@@ -133,8 +134,9 @@ def _channels(every=0, email=("reviewers@example.org",), slack="C0123CHANNEL"):
     return notify
 
 
-def _policy(notify, routes=None):
-    return policy({"default": {**queue(), "notify": notify}}, routes=routes)
+def _policy(notify, routes=None, show=None):
+    shows = {} if show is None else {"show": show}
+    return policy({"default": {**queue(), "notify": notify, **shows}}, routes=routes)
 
 
 def _held(gate, keys, **inputs):
@@ -197,7 +199,7 @@ def test_channels_round_trip_and_adding_a_recipient_is_a_weakening_removing_one_
 
 def test_a_held_action_is_e_mailed_and_posted_to_slack_escaped_bounded_and_once(gate, keys, smtp, slack_api):
     admin = Holds(gate.test_client(), keys["admin"])
-    assert admin.put_policy(_policy(_channels())).status_code == 200
+    assert admin.put_policy(_policy(_channels(), show=["requested_action", "facts.account_tier"])).status_code == 200
     record = _held(gate, keys, account_tier="<script>alert(1)</script> & <@channel>")
     assert _pass(gate, "email") == 1 and _pass(gate, "slack") == 1
     assert _pass(gate, "email") == 0 and _pass(gate, "slack") == 0  # once: the cursors moved
@@ -599,7 +601,7 @@ def test_a_needs_input_notice_names_the_missing_fact_and_a_fact_name_stays_on_on
     assert "The request lacks facts: missing margin_percent." in text
     assert "<p><b>The request lacks facts: missing margin_percent.</b></p>" in page
     assert "note  Bcc: x@evil.example" in page and "\r\nBcc" not in page and "\nBcc" not in page
-    assert "&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page
+    assert "&lt;b&gt;x&lt;/b&gt;" not in page and "<b>x</b>" not in page  # its value is masked: not in `show`
     (_, data, _), = slack_api.calls
     blocks = data["blocks"] if isinstance(data["blocks"], list) else json.loads(data["blocks"])
     assert "The request lacks facts: missing margin_percent." in blocks[0]["text"]["text"]
@@ -612,3 +614,99 @@ def test_a_hold_with_every_fact_says_nothing_lacks(gate, keys, smtp):
     assert _pass(gate, "email") == 1
     (_, message), = smtp.messages
     assert "lacks facts" not in message.get_body(("plain",)).get_content()
+
+
+# -- the request first, and what a queue shows (issue 65) ------------------------------------------
+
+def _refund_notices(gate, keys, smtp, slack_api):
+    record = Holds(gate.test_client(), keys["caller"]).decide(refund_held()).get_json()
+    assert record["verdict"] == "review", record
+    assert _pass(gate, "email") == 1 and _pass(gate, "slack") == 1
+    (_, message), = smtp.messages[-1:]
+    (_, data, _), = slack_api.calls[-1:]
+    blocks = data["blocks"] if isinstance(data["blocks"], list) else json.loads(data["blocks"])
+    return (message.get_body(("plain",)).get_content(), message.get_body(("html",)).get_content(),
+            blocks[0]["text"]["text"], message["Subject"])
+
+
+def test_a_held_refund_states_its_signed_request_first_and_masks_what_the_queue_does_not_show(
+        gate, keys, smtp, slack_api):
+    admin = Holds(gate.test_client(), keys["admin"])
+    assert admin.put_policy(_policy(_channels())).status_code == 200  # the default `show`
+    text, page, slack, subject = _refund_notices(gate, keys, smtp, slack_api)
+    assert "issue_refund ord_7731" in subject
+    for told in (text, page, slack):
+        assert "issue_refund" in told and "ord_7731" in told and "129" in told and "billing" in told
+        assert "Refund order ord_7731 bought on 2026-05-01" in told
+        assert "ticket_5521" not in told and "support_refunds" not in told  # not in the default `show`
+        assert "•••" in told and "open the hold in the Inbox" in told
+    # first, above the facts; the facts' values masked, their names kept
+    assert text.index("issue_refund") < text.index("Facts:") and slack.index("ord_7731") < slack.index("Review needed")
+    assert page.index("ord_7731") < page.index("days_since_purchase")
+    assert '"days_since_purchase": •••' in text and "days_since_purchase: •••" in slack
+    assert '"days_since_purchase": 40' not in text and "days_since_purchase: 40" not in slack
+    assert "Source record: •••" in text and "Source record: •••" in slack
+    assert "Request (as signed: the stored request bound to the record's input_hash)" in text
+
+
+def test_a_queue_shows_the_facts_and_members_it_names(gate, keys, smtp, slack_api):
+    admin = Holds(gate.test_client(), keys["admin"])
+    show = ["requested_action", "target_object_id", "source_record_id", "facts.days_since_purchase"]
+    assert admin.put_policy(_policy(_channels(), show=show)).status_code == 200
+    text, page, slack, _ = _refund_notices(gate, keys, smtp, slack_api)
+    for told in (text, slack):
+        assert "Source record: ticket_5521" in told and "Amount: •••" in told and "Question: •••" in told
+        assert "Refund order" not in told and "129" not in told
+    assert '"days_since_purchase": 40' in text and "days_since_purchase: 40" in slack
+    assert '"within_window": •••' in text and "within_window: •••" in slack
+    assert "<td><code>40</code></td>" in page and "Refund order" not in page
+
+
+_SHOW_REFUSED = [(["question", "password"], "must be distinct names"), (["facts."], "must be distinct names"),
+                 (["facts.a b"], "must be distinct names"), (["question", "question"], "must be distinct names"),
+                 ("question", "must be distinct names")]
+
+
+def test_a_queue_s_show_is_checked_and_a_refusal_changes_nothing(gate, keys):
+    admin = Holds(gate.test_client(), keys["admin"])
+    before = admin.client.get("/api/holds/policy", headers=admin.h()).get_json()["policy"]
+    for show, says in _SHOW_REFUSED:
+        answer = admin.put_policy(_policy(_channels(), show=show))
+        assert answer.status_code == 400 and answer.get_json()["error"] == "HOLD_POLICY_INVALID", show
+        assert says in answer.get_json()["message"], show
+    assert admin.client.get("/api/holds/policy", headers=admin.h()).get_json()["policy"] == before
+    # the default is not stated back; another `show` is, as stated
+    assert "show" not in HoldPolicy.from_json(_policy(_channels())).to_json()["queues"]["default"]
+    stated = HoldPolicy.from_json(_policy(_channels(), show=["facts.x", "question"]))
+    assert stated.to_json()["queues"]["default"]["show"] == ["facts.x", "question"]
+
+
+def test_widening_what_a_queue_shows_is_a_weakening_narrowing_it_is_not():
+    base = HoldPolicy.from_json(_policy(_channels()))
+    wider = HoldPolicy.from_json(_policy(_channels(), show=["question", "facts.days_since_purchase"]))
+    narrower = HoldPolicy.from_json(_policy(_channels(), show=["question"]))
+    silent = HoldPolicy.from_json(policy({"default": {**queue(), "show": ["facts.days_since_purchase"]}}))
+    assert weakenings(base, wider) == ("queues.default.show",)
+    assert weakenings(base, narrower) == () and weakenings(wider, narrower) == ()
+    assert weakenings(wider, base) == ("queues.default.show",)  # base names members wider masked
+    assert weakenings(HoldPolicy.from_json(policy()), silent) == ()  # a queue without channels sends nothing
+    assert weakenings(silent, wider) == ("queues.default.notify",)  # its channels are new recipients
+    # a route to a queue whose channels show more is a weakening of that route
+    routes = [{"policy_id": "refund_window_gate", "rule_id": None, "queue": "loud", "priority": "normal"}]
+    quiet = policy({"default": {**queue(), "notify": _channels()},
+                    "loud": {**queue(), "notify": _channels(), "show": ["question"]}})
+    loud = policy({"default": {**queue(), "notify": _channels()},
+                   "loud": {**queue(), "notify": _channels(), "show": ["question", "facts.within_window"]}})
+    assert weakenings(HoldPolicy.from_json(quiet), HoldPolicy.from_json({**quiet, "routes": routes})) == ()
+    assert weakenings(HoldPolicy.from_json({**quiet, "routes": routes}),
+                      HoldPolicy.from_json({**loud, "routes": routes})) == ("queues.loud.show",)
+    assert "routes[refund_window_gate/*]" in weakenings(HoldPolicy.from_json(quiet),
+                                                       HoldPolicy.from_json({**loud, "routes": routes}))
+    # a move to a queue whose channels show a reached recipient more is refused (`show`), one that shows less is not
+    held_in = HoldPolicy.from_json(quiet).queue("loud")
+    louder, quieter = HoldPolicy.from_json(loud).queue("loud"), HoldPolicy.from_json(policy(
+        {"default": {**queue(), "notify": _channels(), "show": []}})).queue("default")
+    assert held_in is not None and louder is not None and quieter is not None
+    reached = recipients((held_in,)) | disclosed((held_in,))
+    assert move_loosens(held_in.guard(), reached, louder) == ["show"]
+    assert move_loosens(held_in.guard(), reached, quieter) == []

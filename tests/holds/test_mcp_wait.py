@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.holds.support import Holds, held_request
+from tests.holds.test_hold_request import refund_held
 
 
 def _call(client, key, arguments):
@@ -34,6 +35,18 @@ def test_the_tool_is_listed_and_answers_like_the_route(held):
     closed = _call(client, caller, {"decision_id": record["decision_id"], "wait_seconds": 2})["result"]
     route = Holds(client, caller).resolution(record["decision_id"]).get_json()
     assert closed["structuredContent"] == route and route["state"] == "approved"
+
+
+def test_the_tool_states_what_the_held_action_asks(app, issue_key):
+    """Issue 65: the held refund's signed request (action, target, amount) in the tool's answer."""
+    client = app.test_client()
+    caller = issue_key(permissions="decide")["api_key"]
+    record = Holds(client, caller).decide(refund_held()).get_json()
+    answer = _call(client, caller, {"decision_id": record["decision_id"]})["result"]
+    request = answer["structuredContent"]["hold"]["request"]
+    assert (request["requested_action"], request["target_object_id"], request["amount"], request["signed"]) == (
+        "issue_refund", "ord_7731", 129, True)
+    assert "ord_7731" in answer["content"][0]["text"]
 
 
 def test_it_is_keyed_and_scoped(held, issue_key):

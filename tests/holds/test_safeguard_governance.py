@@ -165,6 +165,28 @@ def test_each_weakening_of_the_hold_policy_waits_for_a_second_principal(client, 
     assert client.get(HOLD_POLICY, headers=_h(keys, "admin")).get_json()["policy"]["queues"] == STRICT
 
 
+def test_widening_what_a_queue_s_channels_show_waits_for_a_second_principal(client, keys):
+    """Issue 65: `queues.<q>.show` names what leaves the gate in the queue's e-mail and Slack; a
+    wider one sends a request member or fact to a channel that had it masked, as a new recipient
+    would, so it is a governed weakening; a narrower one applies at once."""
+    loud = {"default": {**queue(), "notify": {"every_seconds": 0, "email": ["desk@example.org"]}}}
+    assert client.put(HOLD_POLICY, json=policy(copy.deepcopy(loud)), headers=_h(keys, "admin")).status_code == 200
+    _require_approvals(client, keys)
+    wider = copy.deepcopy(loud)
+    wider["default"]["show"] = ["question", "requested_action", "facts.days_since_purchase"]
+    answer = client.put(HOLD_POLICY, json=policy(wider), headers=_h(keys, "admin"))
+    assert answer.status_code == 202, answer.get_json()
+    assert answer.get_json()["pending"][0]["weakens"] == ["queues.default.show"]
+    assert "show" not in client.get(HOLD_POLICY, headers=_h(keys, "admin")).get_json()["policy"]["queues"]["default"]
+    approved = _approve(client, keys, HOLD_POLICY, answer.get_json()["pending"][0]["request_seq"])
+    assert approved.status_code == 200, approved.get_json()
+    shown = client.get(HOLD_POLICY, headers=_h(keys, "admin")).get_json()["policy"]["queues"]["default"]
+    assert shown["show"] == wider["default"]["show"]
+    narrower = copy.deepcopy(wider)
+    narrower["default"]["show"] = ["question"]
+    assert client.put(HOLD_POLICY, json=policy(narrower), headers=_h(keys, "admin")).status_code == 200
+
+
 def test_a_stronger_hold_policy_applies_at_once_and_without_required_approvals_anything_does(client, keys):
     _require_approvals(client, keys)
     stronger = policy({"default": queue(deadline=600, quorum="two", justification=True)})

@@ -96,3 +96,29 @@ def test_another_registry_kinds_figures_are_text():
     assert HOSTILE_VERSION in shown and "by_reason.[x](javascript:alert(1))" in shown
     assert "by_reason.<b>bold</b>|pipe" in shown and "0.123" in shown and "2 items" in shown
     assert markdown.splitlines()[0] == "#### Report: volume" and more_reports_markdown(None) == ""
+
+
+def test_a_hold_s_request_is_text_first_and_unsigned_says_so():
+    """Issue 65: the Inbox detail's Request block is the caller's values as text cells, above the
+    facts; a request not read as signed shows no member and the verification line says why."""
+    from workbench.app.pages.inbox import request_markdown, summary_markdown, verification_markdown
+
+    hostile = "[x](javascript:alert(1))<img src=x>|pipe"
+    request = {"question": hostile, "requested_action": "issue_refund", "target_system": None,
+               "target_object_id": "ord_7731", "amount": 129, "currency": None, "source_record_id": None,
+               "workflow": None, "requester": "service:agent", "signed": True}
+    hold = {"decision_id": "dec_1", "state": "open", "queue": "default", "priority": "normal",
+            "deadline_at": "t", "opened_at": "t", "requested_by": "key_1", "requested_holder": "service:agent",
+            "approvals": [], "approvals_needed": 1, "facts": {"days": 40}, "request": request}
+    rule = {"rule_id": "r", "policy_id": "p", "policy_version": "1", "reason_code": "R"}
+    markdown = summary_markdown({"hold": hold, "rule": rule})
+    assert not elements(markdown) & {"img", "a", "script"} and hostile in text(markdown)
+    shown = text(markdown)
+    assert shown.index("ord_7731") < shown.index("days") and "asked for by service:agent (key key_1)" in shown
+    unsigned = {**request, "question": None, "target_object_id": None, "requested_action": None, "amount": None,
+                "signed": False}
+    assert "not shown" in text("\n".join(request_markdown(unsigned)))
+    lines = text(verification_markdown({"hold": {**hold, "request": unsigned}, "verification": {"verified": True}}))
+    assert "no stored request is bound to this record's input_hash" in lines
+    assert "the request shown is the stored request bound" in text(verification_markdown(
+        {"hold": hold, "verification": {"verified": True}}))

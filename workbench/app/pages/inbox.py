@@ -119,21 +119,38 @@ def _held_by(rule: dict[str, Any]) -> str:
     return f"rule **{md_text(rule['rule_id'])}**"
 
 
+REQUEST_LABELS = (("question", "question"), ("requested_action", "requested action"),
+                  ("target_system", "target system"), ("target_object_id", "target object"), ("amount", "amount"),
+                  ("currency", "currency"), ("source_record_id", "source record"), ("workflow", "workflow"),
+                  ("requester", "requested by"))
+
+
+def request_markdown(request: dict[str, Any] | None) -> list[str]:
+    """What the caller asked, first (issue 65): the request's members as signed (read from the
+    stored request bound to the record's input_hash), each a text cell; or a line saying none is."""
+    if not request or not request.get("signed"):
+        return ["**Request**: not shown: no stored request is bound to this record's input_hash.", ""]
+    cells = [f"| {label} | {md_cell(_text(request[name]))} |" for name, label in REQUEST_LABELS
+             if request.get(name) is not None]
+    return ["**Request** (as signed)", "", "| | |", "|---|---|", *cells, ""]
+
+
 def summary_markdown(detail: dict[str, Any] | None) -> str:
-    """The open hold: where it stands, the rule and reason that held it, and its facts (a table of
-    text cells)."""
+    """The open hold: what it asks (its request, first), where it stands, the rule and reason that
+    held it, and its facts (a table of text cells)."""
     if not detail:
         return "*Pick a hold (click a row, or j/k then Enter; ? lists the keys).*"
     hold, rule = detail["hold"], detail["rule"]
     claimed = (f"claimed by {md_text(hold['claimed_by'])} at {md_text(hold['claimed_at'])}"
                if hold.get("claimed_by") else "not claimed")
+    asker = md_text(hold.get("requested_holder") or hold["requested_by"])  # the holder (issue 65), then its key
     lines = [
         f"### Hold {md_text(hold['decision_id'])} · {md_text(hold['state'])}",
-        *request_lines(hold.get("request") or {}),
+        *request_markdown(hold.get("request")),
         f"- queue **{md_text(hold['queue'])}**, priority **{md_text(hold['priority'])}**, deadline "
         f"{md_text(hold['deadline_at'])}" + (f", escalates at {md_text(hold['escalate_at'])}"
                                              if hold.get("escalate_at") else ""),
-        f"- opened {md_text(hold['opened_at'])}, asked for by {md_text(hold['requested_by'])}; {claimed}",
+        f"- opened {md_text(hold['opened_at'])}, asked for by {asker} (key {md_text(hold['requested_by'])}); {claimed}",
         f"- approvals {len(hold['approvals'])} of {hold['approvals_needed']}"
         + ("; four eyes: the requester cannot resolve it" if hold.get("four_eyes") else "")
         + ("; a written justification (note) is required" if hold.get("require_justification") else ""),
@@ -150,19 +167,6 @@ def summary_markdown(detail: dict[str, Any] | None) -> str:
     return "\n".join([*lines, *table])
 
 
-def request_lines(request: dict[str, Any]) -> list[str]:
-    """What the caller asked, first (`hold["request"]`, read from the signed request): the
-    question, then its action, target, amount, source record, workflow and requester."""
-    if not request:
-        return ["- *no request is stored with this hold (held before the request was kept)*"]
-    question = request.get("question")
-    members = (("requested action", request.get("requested_action")), ("target", target_text(request)),
-               ("amount", amount_text(request)), ("source record", request.get("source_record_id")),
-               ("workflow", request.get("workflow")), ("asked for by", request.get("requester")))
-    shown = [f"{name} **{md_text(value)}**" for name, value in members if value not in (None, "")]
-    return ([f"> {md_text(question)}"] if question else []) + ([f"- {' · '.join(shown)}"] if shown else [])
-
-
 def verification_markdown(detail: dict[str, Any] | None) -> str:
     """The decision's fresh verification, its hold events' offline check and, once closed, its
     resolution's: pass or FAIL with what failed."""
@@ -177,11 +181,11 @@ def verification_markdown(detail: dict[str, Any] | None) -> str:
         record = f"{MARKS[False]} · the decision record does NOT verify" + (
             ": failed " + ", ".join(md_text(name) for name in failed) if failed else "")
     events = detail.get("hold_events") or {}
-    signed = ((detail.get("hold") or {}).get("request") or {}).get("signed")
-    lines = ["### Verification", f"- {record}",
-             *([f"- {MARKS[bool(signed)]} · the request shown is the one the record's input_hash binds"
-                if signed else f"- {MARKS[False]} · the request shown is NOT bound to the record's input_hash"]
-               if signed is not None else []),
+    request = ((detail.get("hold") or {}).get("request")) or {}
+    bound = (f"{MARKS[True]} · the request shown is the stored request bound to this record's input_hash"
+             if request.get("signed") else
+             f"{MARKS[False]} · no stored request is bound to this record's input_hash: the request is not shown")
+    lines = ["### Verification", f"- {record}", f"- {bound}",
              (f"- {MARKS[bool(events.get('verified'))]} · its {events.get('count', 0)} signed hold event(s) verify "
               "offline (hashes, signatures, chain order, quorum)")]
     lines += [f"  - {md_text(problem)}" for problem in events.get("problems") or []]
