@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -253,7 +254,9 @@ def _hold_table(state: InboxState) -> pn.widgets.Tabulator:
         header_align={"amount": "right", "time left": "right", "age": "right"},
         formatters={name: {"type": "textarea"} for name in ("action", "target", "reason", "assignee")},
         sortable=False, width=830)  # the server's order (priority, then time left) over every page
-    table.style.map(_chip, subset=["priority", "status"])
+    styler = table.style  # a pandas Styler over the table's value (None only without one)
+    if styler is not None:
+        styler.map(_chip, subset=["priority", "status"])
 
     def follow(*_: object) -> None:
         table.value = frame()
@@ -388,6 +391,10 @@ def _steps(state: InboxState) -> pn.Column:
     return box
 
 
+def _checked_text(checked: list[str], deny_code: str) -> str:
+    return f"**{len(checked)} checked** · deny as {md_text(deny_code)}"
+
+
 def _bulk(state: InboxState) -> pn.Row:
     """Bulk deny, claim and reassign over the checked holds (x, or a row's box), one service call
     each; shown while the session may act and holds are checked."""
@@ -399,8 +406,8 @@ def _bulk(state: InboxState) -> pn.Row:
     deny.on_click(lambda _: state.bulk("deny"))
     claim.on_click(lambda _: state.bulk("claim"))
     move.on_click(lambda _: state.bulk("reassign", target.value or ""))
-    count = pn.pane.Markdown(pn.bind(lambda checked: f"**{len(checked)} checked** · deny as "
-                                     f"{md_text(state.deny_code)}", state.param.checked), css_classes=["inbox-checked"])
+    count = pn.pane.Markdown(pn.bind(_checked_text, state.param.checked, state.param.deny_code),
+                             css_classes=["inbox-checked"])
     row = pn.Row(count, deny, claim, move, target, align="center", css_classes=["inbox-bulk"])
 
     def follow(*_: object) -> None:
@@ -419,12 +426,16 @@ def _own_banner(detail: dict[str, Any] | None, state: InboxState) -> str:
             "your approval is not offered, and the gate refuses it (HOLD_FOUR_EYES).")
 
 
+def _poll_once(state: InboxState) -> None:
+    state.poll()
+
+
 def _poll(state: InboxState) -> None:
     """Poll the scope's holds each POLL_MS while the page is served (stopped with its session),
     and read the open hold's closed holds like it on the next tick, after the rest of its detail."""
     document = pn.state.curdoc
     if document is not None and document.session_context is not None:
-        pn.state.add_periodic_callback(state.poll, period=POLL_MS)
+        pn.state.add_periodic_callback(partial(_poll_once, state), period=POLL_MS)
         state.defer = document.add_next_tick_callback
 
 
