@@ -5,7 +5,7 @@ A notice states first what the caller asked (the request on the hold, gate.holds
 from the stored request bound to the record's input_hash), then the facts a reviewer needs,
 bounded as the Inbox shows them (at most `MAX_FACTS` facts, each value cut at `MAX_VALUE`
 characters), the rule in words, the deadline and the Inbox link. What of the request and the
-facts leaves the gate is the queue's `show` (gate.holds.disclosure.disclose, the one rule): every
+facts leaves the gate is the queue's `show` (gate.disclosure.disclose, the one rule): every
 other value is `•••`, with the Inbox link to read it. Every text a caller supplied (facts, ids, the scope) is data: escaped in HTML,
 sent as `plain_text` to Slack (never `mrkdwn`, so no mention or link is made of it), and written
 in the plain-text e-mail as JSON (a line break in a value cannot start a line of its own). The
@@ -30,9 +30,8 @@ from email.utils import formatdate, make_msgid
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from gate.disclosure import DEFAULT_SHOW, MASK, Disclosure, disclose
 from gate.events.outbound import Outbound
-from gate.holds.disclosure import DEFAULT_SHOW, MASK, Disclosure, disclose
-from gate.holds.request import HoldRequest
 
 MAX_FACTS = 12
 MAX_VALUE = 200
@@ -61,11 +60,11 @@ class Notice:
     invalid: tuple[str, ...] = ()
     # What the caller asked (gate.services.holds.hold_requests; None: not read) and what of it
     # and of the facts the destination's queue lets out (`queues.<name>.show`).
-    request: HoldRequest | None = None
+    request: Mapping[str, Any] | None = None  # a gate.holds.request.HoldRequest
     show: tuple[str, ...] = DEFAULT_SHOW
 
     def disclosure(self) -> Disclosure:
-        """What this notice's destination may read (gate.holds.disclosure.disclose)."""
+        """What this notice's destination may read (gate.disclosure.disclose)."""
         return disclose(self.show, self.request, self.facts)
 
 

@@ -17,7 +17,7 @@ with the reference verifier:
   Slack channel, told of each hold at once or in a digest every `every_seconds`
   (`gate.services.notify` sends them through the events outbox).
 * `queues.<name>.show` (optional): the request members and facts those channels state; the rest
-  is masked (`gate.holds.disclosure`; absent: the question, requested action, target and amount).
+  is masked (`gate.disclosure`; absent: the question, requested action, target and amount).
 
 Any one deny closes a hold as denied, whatever the quorum: a hold never approves on fewer
 approvals than its quorum names. A PUT states the whole policy; nothing falls back to a default
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict
 
 from gate import bodies
+from gate.disclosure import DEFAULT_SHOW
 from gate.errors import GateError
-from gate.holds.disclosure import DEFAULT_SHOW
 
 SCHEMA = "hold-policy"  # gate/bodies/hold-policy.schema.json: the shape of a PUT, and these bounds
 _SHAPE = bodies.schema(SCHEMA)["properties"]
@@ -140,7 +140,7 @@ class Queue:
     escalate_after_seconds: int | None = None
     escalate_to: str | None = None
     notify: Notify | None = None
-    show: tuple[str, ...] = DEFAULT_SHOW  # what its channels state (gate.holds.disclosure)
+    show: tuple[str, ...] = DEFAULT_SHOW  # what its channels state (gate.disclosure)
 
     def to_json(self) -> QueueJSON:
         out: QueueJSON = {"deadline_seconds": self.deadline_seconds, "quorum": self.quorum, "members": list(self.members),

@@ -302,13 +302,14 @@ def test_a_reviewer_follows_the_e_mail_s_inbox_link_signs_in_and_sees_the_hold(s
     from html import unescape
 
     from gate.events.notices import email_message
+    from gate.holds.policy import Queue
     from gate.services.notify import Notifier
 
     server, _, held = inbox
     other = held["other"]["decision_id"]
     ledger, holds = hold_service(server.home)
     try:
-        notice = Notifier(ledger, [], inbox_base=server.url)._notice(SCOPE, {"decision_id": other})
+        notice = Notifier(ledger, [], inbox_base=server.url)._notice(SCOPE, {"decision_id": other}, Queue("default"))
         before = holds.history_document(SCOPE)["events"]
     finally:
         ledger.dispose()

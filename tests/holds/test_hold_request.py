@@ -126,3 +126,22 @@ def test_the_summary_reads_only_what_the_context_states_as_text_or_a_number():
     assert hold_request.bound(None, "a") is None and hold_request.bound(text) is None
     long_id = {**hold_request.unsigned("h"), "target_object_id": "x" * 201}
     assert hold_request.searchable(long_id, "target_object_id") is None
+
+
+def test_a_show_names_exactly_the_request_s_members_and_disclose_masks_the_rest():
+    """The policy schema's request names are HoldRequest's (but `signed`); `disclose` states what
+    `show` names, masks the rest, and reads nothing of a request not read as signed."""
+    from gate import bodies
+    from gate.disclosure import MASK, disclose
+
+    item = bodies.schema("hold-policy")["properties"]["queues"]["additionalProperties"]["properties"]["show"]["items"]
+    assert tuple(item["anyOf"][0]["enum"]) == (*hold_request.MEMBERS, "requester")
+    assert tuple(hold_request.HoldRequest.__annotations__) == (*hold_request.MEMBERS, "requester", "signed")
+    shown = disclose(["requested_action", "facts.b"], SIGNED, {"b": 1, "a": 2})
+    assert dict(shown.request)["requested_action"] == "issue_refund" and dict(shown.request)["amount"] == MASK
+    assert "currency" not in dict(shown.request)  # no value: nothing to state or mask
+    assert shown.facts == (("a", MASK), ("b", 1)) and shown.signed
+    assert shown.masked == len(shown.request) - 1 + 1
+    unsigned = disclose(["question"], hold_request.unsigned("h"), {"b": 1})
+    assert unsigned.request == () and not unsigned.signed and unsigned.facts == (("b", MASK),)
+    assert disclose([], None, {}).request == ()
