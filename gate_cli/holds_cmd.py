@@ -5,7 +5,9 @@ no option names anyone else) with the operator's rights, `resolve` and `admin` a
 rule of a reviewer holds for it too: four eyes, a queue's quorum and members, another reviewer's
 claim, a required justification; each step is a signed event of the scope's hold chain.
 
-    gate holds list    --scope S [--state STATE] [--queue Q] [--limit N] [--json]
+    gate holds list    --scope S [--state STATE] [--queue Q] [--priority P] [--policy ID]
+                       [--mine | --unassigned] [--search TEXT] [--limit N] [--offset N] [--json]
+                       (the most urgent first, then the least time left, over every page)
     gate holds show    --scope S ID [--json]                     (the hold, its facts and its events)
     gate holds resolve --scope S ID (--approve | --deny) --reason-code CODE [--note TEXT] [--json]
     gate holds claim   --scope S ID [--json]
@@ -42,11 +44,22 @@ _STEPS = ("resolve", "claim", "unclaim", "reassign", "escalate")
 def add_holds_parser(sub: Subparsers) -> None:
     holds = sub.add_parser("holds", help="held actions: the inbox, a hold's facts and events, resolve, claim, reassign, escalate, policy")
     hsub = holds.add_subparsers(dest="holds_command", required=True)
-    listed = hsub.add_parser("list", help="the scope's holds, soonest deadline first, then the most urgent")
+    listed = hsub.add_parser("list", help="the scope's holds, the most urgent first, then the least time left")
     _scope(listed)
     listed.add_argument("--state", default="open", help=f"one of {', '.join(STATES)} (default: open)")
     listed.add_argument("--queue", default=None, help="only this queue's holds (default: every queue)")
+    listed.add_argument("--priority", default=None, help="only this priority's holds (low, normal, high, urgent; "
+                                                          "default: every priority)")
+    listed.add_argument("--policy", default=None, help="only the holds of this rulebook policy id (default: every one)")
+    assignee = listed.add_mutually_exclusive_group()
+    assignee.add_argument("--mine", dest="assignee", action="store_const", const="mine",
+                          help="only the holds you (the local operator) have claimed")
+    assignee.add_argument("--unassigned", dest="assignee", action="store_const", const="unassigned",
+                          help="only the holds no reviewer has claimed (or whose claim has lapsed)")
+    listed.add_argument("--search", default=None, help="only the holds of this target object id or source record id, or of this decision id "
+                                                   "(or ids beginning so)")
     listed.add_argument("--limit", type=int, default=50, help=f"at most this many, 1..{MAX_LIMIT} (default: 50)")
+    listed.add_argument("--offset", type=int, default=0, help="skip this many of the ordered holds (default: 0)")
     listed.add_argument("--json", action="store_true", help="print the page as JSON")
     show = hsub.add_parser("show", help="one hold: its facts, the rule that held it and its signed events")
     _scope(show)
@@ -110,7 +123,11 @@ def _run(args: argparse.Namespace, service: HoldService) -> int:
     if command == "list":
         if not 1 <= args.limit <= MAX_LIMIT:
             raise CliError(f"--limit must be 1..{MAX_LIMIT}")
-        page = service.list(args.scope, state=args.state, queue=args.queue, limit=args.limit)
+        if args.offset < 0:
+            raise CliError("--offset must be 0 or more")
+        filters = {"priority": args.priority, "policy": args.policy, "assignee": args.assignee, "search": args.search}
+        page = service.list(args.scope, state=args.state, queue=args.queue, limit=args.limit, offset=args.offset,
+                            filters=filters, reader=operator().actor)
         print(json.dumps(page, indent=2) if args.json else list_text(args.scope, args.state, page))
         return 0
     if command == "show":

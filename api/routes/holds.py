@@ -18,9 +18,10 @@ from api.routes.releases import principal_of
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import keyed, runtime
 from gate.governance.table import HOLD_POLICY
+from gate.holds.policy import PRIORITIES
 from gate.services.decide import Caller
 from gate.services.governance import approval_members
-from gate.services.holds import HoldService
+from gate.services.holds import ASSIGNEES, LIST_FILTERS, MAX_SEARCH, HoldService
 
 routes = Routes("holds", __name__)
 _HOLD = "/api/holds/{decision_id}"
@@ -48,13 +49,24 @@ def _holds() -> HoldService:
 
 
 @routes.route(Endpoint(
-    "get", "/api/holds", "The scope's holds, soonest deadline first then most urgent: `state` (open, "
-    "approved, denied, expired, closed, all), `queue`, `limit` (1-500), `offset`.", True,
-    {200: "{ok, holds, count, total, counts}", 400: "bad query", 401: "missing or invalid key"},
+    "get", "/api/holds", "The scope's holds over every page in one order: the most urgent first (priority as the "
+    "hold policy ranks it: urgent, high, normal, low), then the least time left (deadline), then decision id. "
+    "Filters: `state` (open, approved, denied, expired, closed, all), `queue`, `priority`, `policy`, `assignee` "
+    "(`mine`: claimed by this key; `unassigned`: under no live claim), `search` (a target object id, a "
+    "source record id, or a decision id or its beginning); `limit` (1-500), `offset`. A bad value is 400 REQUEST_INVALID naming it.", True,
+    {200: "{ok, holds, count, total, counts}", 400: "bad query (REQUEST_INVALID, naming the parameter)",
+     401: "missing or invalid key"},
     errors=AUTH_ERRORS + ("REQUEST_INVALID",),
     query=(("state", "string", "open (default), approved, denied, expired, closed or all",
             {"type": "string", "enum": ["open", "approved", "denied", "expired", "closed", "all"]}),
            ("queue", "string", "one queue only"),
+           ("priority", "string", "one priority only", {"type": "string", "enum": list(PRIORITIES)}),
+           ("policy", "string", "one rulebook policy id only"),
+           ("assignee", "string", "mine (claimed by this key, a live claim) or unassigned (no live claim)",
+            {"type": "string", "enum": list(ASSIGNEES)}),
+           ("search", "string", (f"a target object id, a source record id, or a decision id or its beginning "
+                                 f"(one line, at most {MAX_SEARCH} characters)"),
+            {"type": "string", "maxLength": MAX_SEARCH}),
            ("limit", "integer", "at most this many (default 50, at most 500)",
             {"type": "integer", "minimum": 1, "maximum": 500}),
            ("offset", "integer", "skip this many", {"type": "integer", "minimum": 0, "maximum": 1_000_000})),
@@ -62,12 +74,14 @@ def _holds() -> HoldService:
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
 def inbox(caller: Caller) -> Response:
-    """The scope's holds: `state` (open, approved, denied, expired, closed, all; default open),
-    `queue`, `limit` (1-500, default 50) and `offset`; soonest deadline first, then most urgent."""
+    """The scope's holds (`HoldService.list`: its order, filters and refusals), read as the key's
+    principal (`assignee=mine`)."""
     state, queue = request.args.get("state", "open"), request.args.get("queue")
     limit = int_arg("limit", low=1, high=MAX_PAGE, default=50) or 50
     offset = int_arg("offset", low=0, high=1_000_000, default=0) or 0
-    return json_response(200, _holds().list(caller.scope, state=state, queue=queue, limit=limit, offset=offset))
+    filters = {name: request.args.get(name) for name in LIST_FILTERS}
+    return json_response(200, _holds().list(caller.scope, state=state, queue=queue, limit=limit, offset=offset,
+                                            filters=filters, reader=principal_of(caller).actor))
 
 
 _GOVERNED = ("GOVERNANCE_REQUEST_INVALID", "LEDGER_UNAVAILABLE", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED")

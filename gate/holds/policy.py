@@ -437,3 +437,22 @@ def _moved_through(before: HoldPolicy, after: HoldPolicy, went: Queue, goes: Que
     wait longer (a queue of the same name is compared queue by queue above)."""
     return went.name != goes.name and (bool(_timing_weakenings(went, goes)) or _lets_through(
         before.path(went.name) or (went,), after.path(goes.name) or (goes,)))
+
+
+class ReasonCodes(TypedDict):
+    """The reason codes a reviewer picks from, per vote."""
+
+    approve: list[str]
+    deny: list[str]
+
+
+# The reason codes of a queue whose policy states none (issue 65: picked, not typed).
+DEFAULT_REASON_CODES: ReasonCodes = {
+    "approve": ["CHECKED_WITH_REQUESTER", "WITHIN_POLICY", "EXCEPTION_JUSTIFIED"],
+    "deny": ["OUTSIDE_POLICY", "NEEDS_MORE_EVIDENCE", "DUPLICATE_REQUEST", "NOT_RECOGNISED"],
+}
+
+
+def reason_codes(queue: Queue | None) -> ReasonCodes:
+    """The reason codes a reviewer of `queue` picks from (the Inbox's lists)."""
+    return {"approve": list(DEFAULT_REASON_CODES["approve"]), "deny": list(DEFAULT_REASON_CODES["deny"])}

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NotRequired, TypedDict, cast
 
-from sqlalchemy import Table, func, insert, select, update
+from sqlalchemy import ColumnElement, Table, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError
 
@@ -136,6 +136,39 @@ class StoredRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class HoldQuery:
+    """Which holds an inbox page shows (`HoldService.list` checks the values): their states, and
+    optionally one queue, priority or policy; `claimed_by`: only holds under this principal's live
+    claim (claimed after `live_since`); `unassigned`: only holds under no live claim; `search`: a
+    target object or source record id (exactly), or a decision id or its beginning."""
+
+    states: Sequence[str]
+    queue: str | None = None
+    priority: str | None = None
+    policy_id: str | None = None
+    claimed_by: str | None = None
+    unassigned: bool = False
+    live_since: str = ""
+    search: str | None = None
+
+    def conditions(self) -> list[ColumnElement[bool]]:
+        where: list[ColumnElement[bool]] = [holds.c.state.in_(list(self.states))]
+        for column, value in ((holds.c.queue, self.queue), (holds.c.priority, self.priority),
+                              (holds.c.policy_id, self.policy_id)):
+            if value is not None:
+                where.append(column == value)
+        if self.claimed_by is not None:
+            where += [holds.c.claimed_by == self.claimed_by, holds.c.claimed_at > self.live_since]
+        if self.unassigned:
+            where.append(or_(holds.c.claimed_by.is_(None), holds.c.claimed_at <= self.live_since))
+        if self.search:
+            where.append(or_(holds.c.decision_id == self.search, holds.c.target_object_id == self.search,
+                             holds.c.source_record_id == self.search,
+                             holds.c.decision_id.startswith(self.search, autoescape=True)))
+        return where
+
+
+@dataclass(frozen=True, slots=True)
 class Page:
     rows: list[HoldRow]
     total: int
@@ -182,18 +215,27 @@ class HoldLedger:
             value = connection.execute(select(holds.c.scope).where(holds.c.decision_id == decision_id)).scalar()
         return None if value is None else str(value)
 
-    def page(self, scope: str, *, states: Sequence[str], queue: str | None, limit: int, offset: int) -> Page:
-        """The scope's holds in `states`, soonest deadline first, then the most urgent."""
-        where = [holds.c.scope == scope, holds.c.state.in_(list(states))]
-        if queue is not None:
-            where.append(holds.c.queue == queue)
-        query = (select(holds).where(*where)
-                 .order_by(holds.c.deadline_at, holds.c.priority_rank.desc(), holds.c.decision_id)
-                 .limit(limit).offset(offset))
+    def page(self, scope: str, query: HoldQuery, *, limit: int, offset: int) -> Page:
+        """The scope's holds `query` selects, the most urgent first (the highest `priority_rank`),
+        then the least time left (`deadline_at`), then by decision id: one order over every
+        matching hold, so a page is a slice of it (issue 65)."""
+        where = [holds.c.scope == scope, *query.conditions()]
+        ordered = (select(holds).where(*where)
+                   .order_by(holds.c.priority_rank.desc(), holds.c.deadline_at, holds.c.decision_id)
+                   .limit(limit).offset(offset))
         with self.ledger.read() as connection:
-            rows = [_hold_row(r) for r in connection.execute(query).mappings().all()]
+            rows = [_hold_row(r) for r in connection.execute(ordered).mappings().all()]
             total = int(connection.execute(select(func.count()).select_from(holds).where(*where)).scalar_one())
         return Page(rows, total)
+
+    def version(self, scope: str) -> tuple[int, int]:
+        """What changes whenever the scope's inbox does, read cheaply (two index reads, whatever
+        the number of holds): its count of holds (a decide opens one without a hold event) and its
+        hold chain's head (every later step, the clock's too, appends one event)."""
+        with self.ledger.read() as connection:
+            count = int(connection.execute(select(func.count()).select_from(holds)
+                                           .where(holds.c.scope == scope)).scalar_one())
+            return count, _head(connection, scope)[0]
 
     def counts(self, scope: str) -> dict[str, int]:
         with self.ledger.read() as connection:

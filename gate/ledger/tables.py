@@ -486,6 +486,10 @@ holds = Table(
     Index("ix_holds_state_escalate", "state", "escalate_at"),
 )
 
+# The inbox's one order (issue 65): most urgent, then least time left, then decision id (0022).
+Index("ix_holds_inbox_order", holds.c.scope, holds.c.state, holds.c.priority_rank.desc(), holds.c.deadline_at,
+      holds.c.decision_id)
+
 # The scope's hold chain (`hold_event_v1`, gate.holds.events): votes, expiries, escalations,
 # claims, reassignments and hold-policy changes, gap-free per scope.
 hold_events = Table(

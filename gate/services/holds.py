@@ -67,6 +67,7 @@ from gate.ledger.holds import (
     HoldLedger,
     HoldMove,
     HoldOpening,
+    HoldQuery,
     HoldRace,
     HoldRow,
     QueueColumns,
@@ -301,6 +302,33 @@ def hold_view(row: HoldRow, request: HoldRequest) -> HoldView:
     }
 
 
+LIST_FILTERS = ("assignee", "priority", "policy", "search")
+ASSIGNEES = ("mine", "unassigned")
+MAX_SEARCH = 200
+
+
+def list_query(filters: Mapping[str, str | None], reader: str | None, now: datetime) -> HoldQuery:
+    """The checked filters of an inbox page (`HoldService.list`), or REQUEST_INVALID naming the
+    one that is not: an unknown name, an assignee other than mine or unassigned (mine needs a
+    reader), a priority the hold policy does not rank, a search that is not one line of at most
+    MAX_SEARCH characters. A claim older than CLAIM_TTL is no one's (as `_check_claim` treats it)."""
+    unknown = sorted(set(filters) - set(LIST_FILTERS))
+    if unknown:
+        raise GateError("REQUEST_INVALID", f"unknown filter(s): {', '.join(unknown)}", unknown=unknown)
+    assignee, priority = filters.get("assignee") or None, filters.get("priority") or None
+    search = (filters.get("search") or "").strip() or None
+    if assignee is not None and (assignee not in ASSIGNEES or (assignee == "mine" and not reader)):
+        raise GateError("REQUEST_INVALID", f"assignee must be one of {', '.join(ASSIGNEES)}", field="assignee")
+    if priority is not None and priority not in PRIORITIES:
+        raise GateError("REQUEST_INVALID", f"priority must be one of {', '.join(PRIORITIES)}", field="priority")
+    if search is not None and (len(search) > MAX_SEARCH or not search.isprintable()):
+        raise GateError("REQUEST_INVALID", f"search must be one line of at most {MAX_SEARCH} characters",
+                        field="search")
+    return HoldQuery(states=(OPEN,), priority=priority, policy_id=filters.get("policy") or None,
+                     claimed_by=reader if assignee == "mine" else None, unassigned=assignee == "unassigned",
+                     live_since=iso_ms(now - CLAIM_TTL), search=search)
+
+
 def hold_requests(holds: HoldLedger, scope: str, rows: Sequence[HoldRow]) -> dict[str, HoldRequest]:
     """What each hold of `scope` asks (issue 65), the one home of every shell's request: read
     from its decision's stored canonical request, signed only when that request's hash is the
@@ -375,15 +403,28 @@ class HoldService:
         return {**self.view(row), "events": self.holds.events_of(scope, decision_id)}
 
     def list(self, scope: str, *, state: str = OPEN, queue: str | None = None, limit: int = 50,
-             offset: int = 0) -> HoldPage:
+             offset: int = 0, filters: Mapping[str, str | None] | None = None,
+             reader: str | None = None) -> HoldPage:
+        """One page of the scope's holds in `state`, the most urgent first, then the least time
+        left, over every hold the filters select (`ledger.holds.HoldLedger.page`). `filters`
+        (LIST_FILTERS, as the API's query and `gate holds list` name them): `assignee` (`mine`:
+        under the `reader`'s live claim; `unassigned`: under no live claim), `priority`, `policy`,
+        `search` (a target object or source record id, or a decision id or its beginning). A bad
+        value: REQUEST_INVALID, naming it."""
         if state not in (*STATES, "closed", "all"):
             raise GateError("REQUEST_INVALID", f"state must be one of {', '.join((*STATES, 'closed', 'all'))}")
         states = {"closed": OUTCOMES, "all": STATES}.get(state, (state,))
-        page = self.holds.page(scope, states=states, queue=queue, limit=limit, offset=offset)
+        query = replace(list_query(filters or {}, reader, self.clock.now()), states=states, queue=queue)
+        page = self.holds.page(scope, query, limit=limit, offset=offset)
         requests = hold_requests(self.holds, scope, page.rows)
         return {"ok": True, "holds": [hold_view(r, requests[r["decision_id"]]) for r in page.rows],
                 "count": len(page.rows),
                 "total": page.total, "counts": self.holds.counts(scope)}
+
+    def version(self, scope: str) -> tuple[int, int]:
+        """What changes whenever the scope's holds do (a hold opened, any step, the clock's too),
+        read in two index lookups: what the Inbox polls before reading a page again."""
+        return self.holds.version(scope)
 
     def resolution(self, scope: str, decision_id: str) -> HoldResolution:
         """The hold's state and, once closed, its signed resolution (the closing event)."""
@@ -590,7 +631,7 @@ class HoldService:
         """`vote` on the hold `row` under `policy` (default: the scope's in force, read now)."""
         queue = (policy or self.policy(row["scope"])).queue(row["queue"])
         holder = principal.holder_id
-        if row["four_eyes"] and not is_distinct_approver(holder, (_requester_holder(row),)):
+        if own_request(bool(row["four_eyes"]), _requester_holder(row), holder):
             raise GateError("HOLD_FOUR_EYES", "the holder that asked for this action cannot resolve it "
                             "(with any of its keys)")
         if queue is not None and queue.quorum == "all" and not is_member(principal, queue.members):
@@ -755,6 +796,13 @@ class HoldService:
                 self._closed.wait(min(poll, left))
             answer = self.resolution(scope, decision_id)
         return answer
+
+
+def own_request(four_eyes: bool, requester: str, holder: str) -> bool:
+    """Whether, under four eyes, `holder` (a principal's `holder_id`) is the `requester` (the
+    holder that asked for the hold's action), so another reviewer decides: the refusal
+    HOLD_FOUR_EYES of every vote, and what the Inbox tells the requester before any click."""
+    return four_eyes and not is_distinct_approver(holder, (requester,))
 
 
 def _requester_holder(row: HoldRow) -> str:

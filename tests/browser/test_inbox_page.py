@@ -163,7 +163,7 @@ def test_a_reviewer_follows_a_holds_link_signs_in_and_approves_it(sign_in, inbox
         assert holds.resolution(SCOPE, target["decision_id"])["state"] == "open"  # a link alone resolves nothing
     finally:
         ledger.dispose()
-    bob.get_by_label("Resolution code", exact=True).press_sequentially("CHECKED_WITH_OWNER")
+    bob.locator(".inbox-approve-code select").select_option("WITHIN_POLICY")  # picked from the queue's list
     bob.get_by_label("Note", exact=True).press_sequentially(HOSTILE_NOTE)
     propose_approval(bob, target["decision_id"])
     confirmation = bob.locator(".inbox-confirmation")
@@ -189,7 +189,7 @@ def test_a_reviewer_follows_a_holds_link_signs_in_and_approves_it(sign_in, inbox
     resolution = answer["resolution"]
     assert resolution["actor"] == f"person:{issuer}#bob" and resolution["principal"]["display_name"] == "Bob Approver"
     assert (resolution["vote"], resolution["reason_code"], resolution["note"]) == (
-        "approve", "CHECKED_WITH_OWNER", HOSTILE_NOTE)
+        "approve", "WITHIN_POLICY", HOSTILE_NOTE)
     check = verify_resolution(target, resolution, anchors)
     assert check.verified and check.approved and check.outcome == "approved"
 
@@ -220,12 +220,16 @@ def test_a_viewer_sees_the_inbox_without_steps_and_the_service_refuses_a_forced_
     carol.get_by_text("roles here: viewer").wait_for()
     carol.get_by_text("no hold '<img src=x onerror=alert(1)>' in scope 'acme'").wait_for()  # the link's id, as text
     wait_for_rows(carol, ".inbox-holds")
-    carol.locator(".inbox-holds .tabulator-cell", has_text=other).click()
+    ledger, holds = hold_service(server.home)
+    try:
+        index = [hold["decision_id"] for hold in holds.list(SCOPE, limit=500)["holds"]].index(other)
+    finally:
+        ledger.dispose()
+    _cell(carol, index).click()
     carol.locator(".inbox-hold").get_by_text(f"Hold {other} · open").wait_for()
     assert carol.locator(".inbox-steps").is_hidden() and carol.locator(".inbox-approve").is_hidden()
     screenshot(carol, "inbox-3-viewer")
     assert carol.evaluate(_FORCE_DENY) >= 2
-    carol.get_by_label("Resolution code", exact=True).press_sequentially("FORCED")
     carol.locator(".inbox-deny button").click()
     carol.get_by_text("resolve refused (HOLD_PERMISSION_DENIED)").wait_for()
     assert_text_only(carol)
@@ -238,48 +242,55 @@ def test_a_viewer_sees_the_inbox_without_steps_and_the_service_refuses_a_forced_
 
 
 
-def _rows(page) -> list[str]:
-    return page.locator(".inbox-holds .tabulator-row .tabulator-cell[tabulator-field='decision_id']").all_inner_texts()
+def _cell(page, index: int):
+    """The `action` cell of the list's row `index` (the list shows what a hold asks, not its id)."""
+    return page.locator(".inbox-holds .tabulator-row").nth(index).locator(".tabulator-cell[tabulator-field='action']")
 
 
-def test_every_open_hold_is_on_the_page_and_the_highlight_follows_the_hold_shown(sign_in, inbox):
+def _cursor(page, index: int):
+    """The box cell of row `index`: "▶ ☐" while the cursor (the highlighted row) is on it."""
+    return page.locator(".inbox-holds .tabulator-row").nth(index).locator(".tabulator-cell[tabulator-field='check']")
+
+
+def test_every_open_hold_is_on_the_page_and_the_highlight_follows_the_cursor(sign_in, inbox):
     # Issue 56: twelve open holds showed ten rows in a fixed-height table, the rest behind a scroll
     # no scrollbar showed (overlay scrollbars); after Approve → Confirm the highlight stayed on the
     # row's index (the next hold) while the detail showed the closed hold, and clicking it did nothing.
+    # Issue 65: the highlight is the cursor's; after a step it rests on the hold that took the closed
+    # one's place, and a click on any row (highlighted or not) opens its hold.
     server, _, held = inbox
     ledger, holds = hold_service(server.home)
     try:
-        count = holds.list(SCOPE)["total"]  # 12 after the first test's approval, 13 when run alone
+        listed = [hold["decision_id"] for hold in holds.list(SCOPE, limit=500)["holds"]]
     finally:
         ledger.dispose()
-    assert count >= 12
+    count = len(listed)  # 12 after the first test's approval, 13 when run alone
+    assert count >= 12 and {hold["decision_id"] for hold in held["more"]} <= set(listed)
     bob = sign_in(server, "bob", server.url + "?scope=acme&page=inbox")
     bob.get_by_text(f"{count} open hold(s) · page 1 of 1").wait_for()
     wait_for_rows(bob, ".inbox-holds")
-    listed = _rows(bob)
-    assert len(listed) == count and {hold["decision_id"] for hold in held["more"]} <= set(listed)
+    expect(bob.locator(".inbox-holds .tabulator-row")).to_have_count(count)
     holder = bob.locator(".inbox-holds .tabulator-tableholder")
     assert holder.evaluate("h => h.scrollHeight - h.clientHeight") <= 0  # no row hidden behind a scroll
     box = bob.locator(".inbox-holds .tabulator").bounding_box()
     last = bob.locator(".inbox-holds .tabulator-row").nth(count - 1).bounding_box()
     assert last["y"] + last["height"] <= box["y"] + box["height"] + 1
     target, successor = listed[3], listed[4]
-    bob.locator(".inbox-holds .tabulator-cell", has_text=target).click()
+    _cell(bob, 3).click()
     bob.locator(".inbox-hold").get_by_text(f"Hold {target} · open").wait_for()
     selected = bob.locator(".inbox-holds .tabulator-row.tabulator-selected")
-    assert selected.inner_text().startswith(target)
-    bob.get_by_label("Resolution code", exact=True).press_sequentially("CHECKED_WITH_OWNER")
+    expect(selected).to_have_count(1, timeout=30_000)
+    expect(_cursor(bob, 3)).to_have_text("▶ ☐")
+    bob.locator(".inbox-approve-code select").select_option("WITHIN_POLICY")
     propose_approval(bob, target)
-    bob.locator(".inbox-confirmation").get_by_text("Reason code CHECKED_WITH_OWNER; signed as").wait_for()
+    bob.locator(".inbox-confirmation").get_by_text("Reason code WITHIN_POLICY; signed as").wait_for()
     confirm_approval(bob, f"{target} is approved: hold event")
     bob.locator(".inbox-hold").get_by_text(f"Hold {target} · approved").wait_for()
     expect(bob.locator(".inbox-holds .tabulator-row")).to_have_count(count - 1, timeout=30_000)
-    assert target not in _rows(bob)
-    expect(selected).to_have_count(0, timeout=30_000)  # the hold shown is not on the page: no row is highlighted
-    bob.locator(".inbox-holds .tabulator-cell", has_text=successor).click()  # the row in its place
-    bob.locator(".inbox-hold").get_by_text(f"Hold {successor} · open").wait_for()
+    expect(_cursor(bob, 3)).to_have_text("▶ ☐")  # the cursor rests on the hold now in that row
     expect(selected).to_have_count(1, timeout=30_000)
-    assert selected.inner_text().startswith(successor)
+    _cell(bob, 3).click()  # a click on the highlighted row opens its hold
+    bob.locator(".inbox-hold").get_by_text(f"Hold {successor} · open").wait_for()
     screenshot(bob, "inbox-4-highlight-follows")
     assert_text_only(bob)
 

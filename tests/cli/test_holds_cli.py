@@ -310,3 +310,32 @@ def test_reassign_to_a_looser_queue_is_refused_and_the_vote_stays(gate_env, clie
     assert (hold["queue"], hold["approvals_needed"], len(hold["approvals"]), hold["state"]) == ("two", 2, 1, "open")
     _refused(_gate(gate_env, "holds", "resolve", "--scope", SCOPE, decision_id, "--approve", "--reason-code", "OK"),
              "HOLD_ALREADY_VOTED")
+
+
+def test_list_filters_pages_and_refuses_bad_values_as_the_api_does(gate_env, caller, api):
+    """Issue 65: the same order and filters as `GET /api/holds` (HoldService.list); `--mine` is the
+    local operator's claims."""
+    ids = []
+    for n in range(3):
+        answer = caller.decide(held_request(12 - n / 10))
+        assert answer.status_code == 200
+        ids.append(answer.get_json()["decision_id"])
+    claim = _gate(gate_env, "holds", "claim", "--scope", SCOPE, ids[1])
+    assert claim.returncode == 0, claim.stderr
+    assert api.act(ids[2], "claim").status_code == 201
+
+    def listed(*options: str) -> list[str]:
+        run = _gate(gate_env, "holds", "list", "--scope", SCOPE, "--json", *options)
+        assert run.returncode == 0, run.stderr
+        return [hold["decision_id"] for hold in json.loads(run.stdout)["holds"]]
+
+    assert listed("--mine") == [ids[1]] and listed("--unassigned") == [ids[0]]
+    assert listed("--search", ids[2]) == [ids[2]] and listed("--priority", "urgent") == []
+    assert listed("--policy", "nope") == [] and len(listed("--priority", "normal")) == 3
+    assert listed("--limit", "1", "--offset", "1") == listed()[1:2]
+    for options, code in ((("--priority", "top"), "REQUEST_INVALID"), (("--search", "a\tb"), "REQUEST_INVALID")):
+        _refused(_gate(gate_env, "holds", "list", "--scope", SCOPE, *options), code)
+    refused = _gate(gate_env, "holds", "list", "--scope", SCOPE, "--offset", "-1")
+    assert refused.returncode == 2 and "--offset must be 0 or more" in refused.stderr
+    both = _gate(gate_env, "holds", "list", "--scope", SCOPE, "--mine", "--unassigned")
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr

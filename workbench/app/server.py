@@ -25,12 +25,14 @@ from workbench.app.headers import tornado_settings
 from workbench.app.oidc import Discovery, oidc_provider
 from workbench.app.origins import Origins, ProxyNetwork
 from workbench.app.pages import build_app
+from workbench.app.pages.inbox import ASSETS
 from workbench.app.sessions import IDLE_SECONDS, SignedSessions, guard_pages
 from workbench.app.signin import signin_provider
 from workbench.app.store import WorkbenchStore
 
 TITLE = "Decision Gate · policy workbench"
 DAY_SECONDS = 86_400.0
+ASSETS_ROUTE = "workbench-assets"  # the workbench's own scripts (workbench/app/assets), from its origin
 ENDED = "### Your session ended (signed out, roles changed, or idle): [sign in again](/login)"
 
 
@@ -95,6 +97,8 @@ def make_server(store: WorkbenchStore, access: Access, address: str, port: int, 
     # No toast notifications: Panel draws them with a component that evaluates script strings,
     # which the Content-Security-Policy (no 'unsafe-eval') refuses; pages report in status lines.
     pn.extension("codeeditor", "tabulator")
+    # The Inbox's keys (workbench/app/assets/inbox-keys.js), a script from the workbench's own origin.
+    pn.config.js_files = {**pn.config.js_files, "inbox_keys": f"/{ASSETS_ROUTE}/inbox-keys.js"}
     names = [f"{address}:{port}", f"localhost:{port}", f"127.0.0.1:{port}", *(origins or [])]
     own = Origins.of(names, trusted_proxies)
     lifetime = lifetime_seconds if lifetime_seconds is not None else pn.config.oauth_expiry * DAY_SECONDS
@@ -126,7 +130,7 @@ def make_server(store: WorkbenchStore, access: Access, address: str, port: int, 
         kwargs["auth_provider"] = signin_provider(access.basic_auth_file, sessions)
     server = pn.serve(
         {"workbench": factory}, port=port, address=address, show=False, start=False,
-        title=TITLE, websocket_origin=names, **kwargs,
+        title=TITLE, websocket_origin=names, static_dirs={ASSETS_ROUTE: str(ASSETS)}, **kwargs,
     )
     harden(server._tornado, own)  # SECURITY: logs, websocket origin, autoload.js, components
     if sessions is not None:

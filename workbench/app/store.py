@@ -687,19 +687,27 @@ class WorkbenchStore:
     # ------------------------------------------------------------------ held actions (docs/holds.md)
 
     def hold_page(self, scope: str, *, state: str = "open", queue: str | None = None, offset: int = 0,
-                  limit: int = 25) -> dict[str, Any]:
-        """One page of the scope's holds in `state`, soonest deadline first, then the most urgent
-        (`HoldService.list`, the API's `GET /api/holds`), with the count per state and the
-        names of the scope's queues. GateError REQUEST_INVALID for an unknown state."""
-        page = self.holds.list(scope, state=state, queue=queue or None, limit=limit, offset=offset)
+                  limit: int = 25, filters: Mapping[str, str | None] | None = None,
+                  reader: str | None = None) -> dict[str, Any]:
+        """One page of the scope's holds in `state`, the most urgent first, then the least time left
+        (`HoldService.list`, the API's `GET /api/holds`: `filters` assignee, priority, policy and
+        search, `reader` the principal `mine` means), with the count per state and the names of
+        the scope's queues. GateError REQUEST_INVALID for an unknown state or filter value."""
+        page = self.holds.list(scope, state=state, queue=queue or None, limit=limit, offset=offset,
+                               filters=filters, reader=reader)
         return {**page, "queues": [queue.name for queue in self.holds.policy(scope).queues]}
 
-    def hold_detail(self, scope: str, decision_id: str) -> dict[str, Any] | None:
+    def hold_version(self, scope: str) -> tuple[int, int]:
+        """What moves whenever the scope's holds do (`HoldService.version`): the Inbox's poll."""
+        return self.holds.version(scope)
+
+    def hold_detail(self, scope: str, decision_id: str, *, similar: bool = True) -> dict[str, Any] | None:
         """One hold as a reviewer weighs it, or None when `scope` has no hold for the decision:
         the hold and its signed events, the rule that held it, a fresh verification of the stored
         record (the Decisions page's), the offline check of its hold events and, once closed, of
         its resolution (with this gate's trust anchors), and the closed holds most like it with
-        their latest outcome (`HoldService.similar`). Reading never changes the hold."""
+        their latest outcome (`HoldService.similar`; None without `similar`: `similar_holds` reads
+        them, the slowest part, after). Reading never changes the hold."""
         stored = self.ledger.decision(scope, decision_id)
         if stored is None:
             return None
@@ -721,9 +729,13 @@ class WorkbenchStore:
             "verification": verify_stored_decision(self.ledger, self.lifecycle, self.signing, stored),
             "hold_events": {"verified": not problems, "count": len(events), "problems": problems},
             "resolution": verify_resolution(record, closing, anchors).to_json() if closing is not None else None,
-            "similar": [{**hold, "latest_outcome": self._latest_outcome(hold["decision_id"])}
-                        for hold in self.holds.similar(scope, decision_id)],
+            "similar": self.similar_holds(scope, decision_id) if similar else None,
         }
+
+    def similar_holds(self, scope: str, decision_id: str) -> list[dict[str, Any]]:
+        """The closed holds most like this one, with their latest outcome (`HoldService.similar`)."""
+        return [{**hold, "latest_outcome": self._latest_outcome(hold["decision_id"])}
+                for hold in self.holds.similar(scope, decision_id)]
 
     def _held_by(self, scope: str, record: dict[str, Any]) -> dict[str, Any]:
         """The rule that held the record, as its bound rulebook states it (its condition in words)."""

@@ -21,7 +21,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import insert, text
 
 from gate.clock import iso_ms
 from gate.ledger.tables import holds as holds_table
@@ -69,6 +69,10 @@ def loaded(tmp_path, backend, database_url):
         for state, count, seed in (("open", OPEN_HOLDS, 1), ("approved", CLOSED_HOLDS // 2, 2),
                                    ("denied", CLOSED_HOLDS - CLOSED_HOLDS // 2, 3)):
             connection.execute(insert(holds_table), _rows(count, state, seed))
+    if backend == "postgresql":  # the statistics autovacuum keeps of a table this size (issue 65: with the
+        # bulk insert's stale ones the planner took 1 row for 10,000 and sorted them on disk)
+        with writer.ledger.write() as connection:
+            connection.execute(text("ANALYZE holds"))
     writer.close()
     store = WorkbenchStore(Ledger(database_url), SigningSetup.load(tmp_path / "signing-keys.json", None, "hmac"),
                            tmp_path / "dataset")
@@ -96,8 +100,8 @@ def test_ten_thousand_open_holds_load_in_under_half_a_second(loaded, record_prop
     assert page["total"] == OPEN_HOLDS + 1 and len(page["holds"]) == 25
     assert page["counts"] == {"open": OPEN_HOLDS + 1, "approved": CLOSED_HOLDS // 2,
                               "denied": CLOSED_HOLDS - CLOSED_HOLDS // 2}
-    keys = [(hold["deadline_at"], -PRIORITIES.index(hold["priority"])) for hold in page["holds"]]
-    assert keys == sorted(keys)
+    keys = [(-PRIORITIES.index(hold["priority"]), hold["deadline_at"]) for hold in page["holds"]]
+    assert keys == sorted(keys)  # issue 65: the most urgent first, then the least time left
     figures["first page"] = (first, median)
     figures["last page"] = _timed(lambda: store.hold_page("acme", offset=OPEN_HOLDS - 24, limit=25))[:2]
     figures["queue finance"] = _timed(lambda: store.hold_page("acme", queue="finance", limit=25))[:2]

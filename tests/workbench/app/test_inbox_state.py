@@ -92,16 +92,16 @@ def _events(store, scope="acme"):
     return store.holds.history_document(scope)["events"]
 
 
-def test_open_holds_come_by_deadline_then_priority_and_filter_by_state_and_queue(inbox):
+def test_open_holds_come_by_priority_then_deadline_and_filter_by_state_and_queue(inbox):
     store, ids, _ = inbox
     state = InboxState(store, person("viewer", "viewer"), scope="acme")
     assert state.queues == ["default", "finance", "leads"]
     assert state.counts["open"] == 11 and state.total == 11 and "11 open hold(s) · page 1 of 1" in state.message
     listed = [hold["decision_id"] for hold in state.rows]
     assert listed == [hold["decision_id"] for hold in store.holds.list("acme", limit=25)["holds"]]  # the API's
-    keys = [(hold["deadline_at"], -["low", "normal", "high", "urgent"].index(hold["priority"])) for hold in state.rows]
-    assert keys == sorted(keys)
-    assert listed[:2] == [ids["high"], ids["normal"]]  # one deadline: high priority first
+    keys = [(-["low", "normal", "high", "urgent"].index(hold["priority"]), hold["deadline_at"]) for hold in state.rows]
+    assert keys == sorted(keys)  # issue 65: the most urgent first, then the least time left
+    assert listed[0] == ids["high"] and listed.index(ids["high"]) < listed.index(ids["normal"])  # one deadline
     state.queue = "default"
     assert [hold["decision_id"] for hold in state.rows] == [ids["normal"]] and state.total == 1
     state.queue, state.state = "", "closed"
@@ -327,9 +327,18 @@ def test_a_step_after_the_deadline_finds_the_hold_expired_and_the_page_shows_it(
     assert target not in {hold["decision_id"] for hold in state.rows}
 
 
-def test_the_highlighted_row_is_the_open_holds_and_a_click_on_any_row_opens_it(inbox):
+def _click(table, row: int, column: str = "action") -> None:
+    """A click on a cell of the Inbox's list, as Tabulator sends it."""
+    from panel.models.tabulator import CellClickEvent
+
+    table._process_event(CellClickEvent(model=None, column=column, row=row))
+
+
+def test_the_highlighted_row_is_the_cursors_and_a_click_on_any_row_opens_it(inbox):
     # Issue 56: after Approve → Confirm the highlight stayed on the row's index, now the next
-    # hold's, while the detail showed the closed one, and clicking that row did nothing.
+    # hold's, while the detail showed the closed one, and clicking that row did nothing. Issue 65:
+    # the highlight is the cursor's (what the keys act on); after a step it rests on the hold that
+    # took the closed one's place, and a click on any row, highlighted or not, opens its hold.
     from workbench.app.pages.inbox import _hold_table
 
     store, ids, _ = inbox
@@ -338,22 +347,24 @@ def test_the_highlighted_row_is_the_open_holds_and_a_click_on_any_row_opens_it(i
     listed = [hold["decision_id"] for hold in state.rows]
     target = ids["open"][3]
     index = listed.index(target)
-    assert index + 1 < len(listed) and table.selection == []
-    table.selection = [index]  # a click on its row
+    assert index + 1 < len(listed) and table.selection == [0] and state.selected == ""
+    _click(table, index)
     assert state.selected == target and state.detail["hold"]["decision_id"] == target
+    assert table.selection == [index] and state.cursor == index
     state.resolve("approve", "CHECKED_WITH_OWNER", "owner confirmed")
     state.confirm()
     assert state.detail["hold"]["state"] == "approved" and target not in [h["decision_id"] for h in state.rows]
-    assert table.selection == []  # the closed hold is not on the page: no row is highlighted
-    table.selection = [index]  # a click on the row that took its place opens that hold
+    assert table.selection == [index] and state.cursor_id() == listed[index + 1]  # the cursor's row: the next hold
+    _click(table, index)  # a click on the highlighted row opens its hold
     assert state.selected == listed[index + 1] == table.value.iloc[index]["decision_id"]
     assert state.detail["hold"]["decision_id"] == listed[index + 1]
-    table.selection = []  # a click on the highlighted row: the hold shown stays highlighted
+    table.selection = []  # a click that unselects: the cursor's row stays highlighted
     assert table.selection == [index] and state.selected == listed[index + 1]
-    state.open(ids["high"])  # opened by its id: its row is highlighted
+    state.open(ids["high"])  # opened by its id: the cursor moves to its row
     assert table.selection == [[h["decision_id"] for h in state.rows].index(ids["high"])]
-    state.open(ids["globex"])  # not on this page
-    assert table.selection == []
+    _click(table, 2, "check")  # a click on a row's box checks it, and opens nothing
+    assert state.checked == [state.rows[2]["decision_id"]] and state.selected == ids["high"]
+    assert table.value.iloc[2]["check"] == "▶ ☑"
 
 
 def test_an_approval_without_a_required_note_is_refused_before_its_confirmation(inbox):
