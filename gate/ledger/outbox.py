@@ -287,13 +287,12 @@ class Outbox:
         row's after its autovacuum."""
         if self.ledger.engine.dialect.name != "sqlite":
             return
-        with self.ledger.write() as connection:
-            cursor = connection.connection.cursor()  # stepped to its end: one step frees one page
-            try:
-                cursor.execute("PRAGMA incremental_vacuum")
-                cursor.fetchall()
-            finally:
-                cursor.close()
+        with self.ledger.write() as connection:  # the write queue's turn (gate.ledger.writelock)
+            # Each step of the pragma frees one page and pysqlite's execute steps a statement without
+            # columns once: `executescript` steps it to its end. It commits the (empty) transaction
+            # first, and the pragma runs as its own; the BEGIN after it is the one `write` commits.
+            connection.connection.driver_connection.executescript(  # type: ignore[union-attr]
+                "PRAGMA incremental_vacuum; BEGIN IMMEDIATE;")
 
     def figures(self) -> OutboxFigures:
         """What `/metrics` shows of the outbox, read in a few indexed statements: its rows (each
