@@ -263,10 +263,7 @@ class Settings:
             events_lease_seconds=_whole(env.get("GATE_EVENTS_LEASE_SECONDS", "60"), "GATE_EVENTS_LEASE_SECONDS",
                                         1, 3600),
             events_concurrency=_whole(env.get("GATE_EVENTS_CONCURRENCY", "8"), "GATE_EVENTS_CONCURRENCY", 1, 64),
-            events_retention_days=_whole(env.get("GATE_EVENTS_RETENTION_DAYS", "30"), "GATE_EVENTS_RETENTION_DAYS",
-                                         0, 36_500),
-            events_retention_bytes=_whole(env.get("GATE_EVENTS_RETENTION_BYTES", "0"), "GATE_EVENTS_RETENTION_BYTES",
-                                          0, 10**15),
+            **_retention_settings(env),
             **_channel_settings(env),
             **_ci_settings(env),
         )
@@ -296,6 +293,14 @@ def _flag(value: str, name: str) -> bool:
 def _auto_flag(value: str, name: str) -> bool | None:
     """true / false, or `auto` (None: the component decides)."""
     return None if value.strip().lower() == "auto" else _flag(value, name)
+
+
+def _retention_settings(env: Mapping[str, str]) -> dict[str, int]:
+    """The outbox's retention: by age (days) and by stored bytes (docs/events.md "Retention")."""
+    return {"events_retention_days": _whole(env.get("GATE_EVENTS_RETENTION_DAYS", "30"),
+                                            "GATE_EVENTS_RETENTION_DAYS", 0, 36_500),
+            "events_retention_bytes": _whole(env.get("GATE_EVENTS_RETENTION_BYTES", "0"),
+                                             "GATE_EVENTS_RETENTION_BYTES", 0, 10**15)}
 
 
 def _whole(value: str, name: str, low: int, high: int) -> int:
