@@ -15,7 +15,13 @@ Series (no label carries tenant data: routes are URL *templates* such as
   time) and `gate_build_info{interface_version}`;
 * `gate_worker_healthy{worker}`, `gate_worker_failures{worker}` and
   `gate_worker_last_success_timestamp_seconds{worker}`: the scraped process's background workers
-  (`gate.services.periodic`), computed at scrape time.
+  (`gate.services.periodic`), computed at scrape time (under `gate serve --no-dispatch` the
+  dispatcher's run in `gate dispatch`, and are not among them);
+* events out, read from the ledger at scrape time: `gate_webhook_subscriptions{status}`,
+  `gate_webhook_lag_events` (summed over active subscriptions), `gate_webhook_lag_max_events` and
+  `gate_webhook_lag_seconds` (the furthest-behind subscription, in events and in the age of the
+  oldest event it waits for), `gate_events_outbox_rows`, `gate_events_outbox_bytes` (as of the
+  last retention pass) and `gate_events_dropped_undelivered` (docs/events.md "Retention").
 
 Several worker processes: counters and histograms live in each worker. When
 `PROMETHEUS_MULTIPROC_DIR` is set, prometheus_client writes them to files there and a scrape of
@@ -33,6 +39,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 from flask import Flask, Response, current_app, g, request
@@ -134,6 +141,24 @@ class EventsCollector:
         lag = sum(max(0, heads[r["scope"]] - r["cursor"]) for r in rows if r["status"] == "active")
         yield GaugeMetricFamily("gate_webhook_lag_events", "Events active subscriptions have yet to receive.",
                                 value=float(lag))
+        yield from outbox_metrics(rt.events.outbox.figures(), rt.events.clock.now().timestamp())
+
+
+def outbox_metrics(figures: Any, now: float) -> Iterator[Metric]:
+    """The outbox's size and delivery lag (issue 68/3; docs/operating.md "Outbox size")."""
+    yield GaugeMetricFamily("gate_events_outbox_rows", "Events kept in the outbox (every scope).",
+                            value=float(figures["rows"]))
+    yield GaugeMetricFamily("gate_events_outbox_bytes", "Stored bytes of the outbox's events, as of the last "
+                            "retention pass (GATE_EVENTS_RETENTION_BYTES bounds it).", value=float(figures["bytes"]))
+    yield GaugeMetricFamily("gate_events_dropped_undelivered", "Events the size bound removed before every "
+                            "active subscription had them, since the ledger began.",
+                            value=float(figures["dropped_undelivered"]))
+    yield GaugeMetricFamily("gate_webhook_lag_max_events", "Events the furthest-behind active subscription "
+                            "has yet to receive.", value=float(figures["lag_events"]))
+    oldest = figures["oldest_undelivered_at"]
+    age = max(0.0, now - datetime.fromisoformat(oldest.replace("Z", "+00:00")).timestamp()) if oldest else 0.0
+    yield GaugeMetricFamily("gate_webhook_lag_seconds", "Age of the oldest event an active subscription has yet "
+                            "to receive (0: none waits).", value=round(age, 3))
 
 
 class WorkersCollector:

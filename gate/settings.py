@@ -72,11 +72,15 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_WEBHOOK_ALLOW_HOSTS", "", "hosts inside the network a webhook may reach, by name (docs/events.md)"),
     ("GATE_OUTBOUND_ALLOW_HOSTS", "", ("hosts inside the network the operator's own URLs may name: Slack's API, "
                                        "the SMTP server, the CI issuer and its JWKS (docs/events.md)")),
-    ("GATE_EVENTS_DISPATCH", "true", "a webhook and stream dispatcher thread in each gate serve worker"),
+    ("GATE_EVENTS_DISPATCH", "true", ("deliveries, notices, retention and sweeps in each gate serve worker "
+                                      "(`gate serve --no-dispatch` turns it off; `gate dispatch` runs them beside)")),
     ("GATE_EVENTS_INTERVAL_MS", "1000", "how often a dispatcher looks for due deliveries (50-3600000)"),
     ("GATE_EVENTS_RETENTION_DAYS", "30",
      ("days an event stays replayable; older, settled events and delivery attempts (a subscription's newest "
       "200 aside) are pruned (docs/events.md); 0: keep all")),
+    ("GATE_EVENTS_RETENTION_BYTES", "0",
+     ("bound on the outbox's stored bytes: past it the oldest events go, delivered ones first, undelivered ones "
+      "counted in /metrics and their subscriptions disabled (docs/events.md \"Retention\"); 0: no bound")),
     ("GATE_EVENTS_CONCURRENCY", "8",
      "subscriptions a dispatcher delivers at once; one scope gets at most half of them (1-64)"),
     ("GATE_EVENTS_LEASE_SECONDS", "60",
@@ -178,6 +182,7 @@ class Settings:
     events_lease_seconds: int = 60
     events_concurrency: int = 8
     events_retention_days: int = 30
+    events_retention_bytes: int = 0
     nats_url: str | None = None
     nats_stream: str = "GATE_EVENTS"
     # Held actions (docs/holds.md): how often each serving process expires and escalates due holds.
@@ -264,8 +269,7 @@ class Settings:
             events_lease_seconds=_whole(env.get("GATE_EVENTS_LEASE_SECONDS", "60"), "GATE_EVENTS_LEASE_SECONDS",
                                         1, 3600),
             events_concurrency=_whole(env.get("GATE_EVENTS_CONCURRENCY", "8"), "GATE_EVENTS_CONCURRENCY", 1, 64),
-            events_retention_days=_whole(env.get("GATE_EVENTS_RETENTION_DAYS", "30"), "GATE_EVENTS_RETENTION_DAYS",
-                                         0, 36_500),
+            **_retention_settings(env),
             **_channel_settings(env),
             **_ci_settings(env), **_privacy_settings(env, home),
         )
@@ -301,6 +305,14 @@ def _flag(value: str, name: str) -> bool:
 def _auto_flag(value: str, name: str) -> bool | None:
     """true / false, or `auto` (None: the component decides)."""
     return None if value.strip().lower() == "auto" else _flag(value, name)
+
+
+def _retention_settings(env: Mapping[str, str]) -> dict[str, int]:
+    """The outbox's retention: by age (days) and by stored bytes (docs/events.md "Retention")."""
+    return {"events_retention_days": _whole(env.get("GATE_EVENTS_RETENTION_DAYS", "30"),
+                                            "GATE_EVENTS_RETENTION_DAYS", 0, 36_500),
+            "events_retention_bytes": _whole(env.get("GATE_EVENTS_RETENTION_BYTES", "0"),
+                                             "GATE_EVENTS_RETENTION_BYTES", 0, 10**15)}
 
 
 def _whole(value: str, name: str, low: int, high: int) -> int:

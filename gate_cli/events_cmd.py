@@ -7,15 +7,15 @@
     gate events enable|disable --scope S --id SUB [--skip-pruned]
     gate events replay      --scope S --id SUB (--seq N | --since TIME --until TIME)
     gate events deliveries  --scope S --id SUB [--json]
-    gate events dispatch    [--once] [--interval SECONDS]        (deliver, and publish to NATS if configured)
+    gate events dispatch    [--once] [--interval SECONDS]        (one pass; without --once, `gate dispatch`)
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import getpass
 import json
-import time
 from typing import TYPE_CHECKING, Any
 
 from gate.settings import Settings
@@ -60,7 +60,7 @@ def add_events_parser(sub: Subparsers) -> None:
                                      "(default: refuse, EVENTS_PRUNED)")
         if name == "deliveries":
             parser.add_argument("--json", action="store_true", help="print JSON")
-    dispatch = esub.add_parser("dispatch", help="run the dispatcher in this process (Ctrl-C stops it)")
+    dispatch = esub.add_parser("dispatch", help="one dispatch pass (--once), or `gate dispatch` at this interval")
     dispatch.add_argument("--once", action="store_true", help="one pass, then exit (default: run until stopped)")
     dispatch.add_argument("--interval", type=float, default=1.0, help="seconds between passes (default: 1.0)")
     events.set_defaults(func=cmd_events)
@@ -120,7 +120,6 @@ def _run(args: argparse.Namespace, service: EventService, settings: Settings) ->
 
 def _dispatch(args: argparse.Namespace, service: EventService, settings: Settings) -> int:
     from gate.events.stream import JetStreamPublisher
-    from gate.services.events import Dispatcher
     from gate.services.notify import notifier_from_settings
 
     # What leaves is masked by each scope's privacy rules (docs/privacy.md), as `gate serve` masks it.
@@ -134,12 +133,8 @@ def _dispatch(args: argparse.Namespace, service: EventService, settings: Setting
         notices = sum(task() for task in tasks.values())
         print(f"posted {posts} webhook delivery(ies), published {published} event(s), sent {notices} notice(s)")
         return 0
-    dispatcher = Dispatcher(service, args.interval, stream=stream, tasks=tasks,
-                            concurrency=settings.events_concurrency)
-    dispatcher.start()
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        dispatcher.stop()
-    return 0
+    # Running until stopped is `gate dispatch` (every background worker), at this interval.
+    from gate_cli.dispatch_cmd import cmd_dispatch
+
+    interval_ms = max(50, int(args.interval * 1000))
+    return cmd_dispatch(args, dataclasses.replace(settings, events_interval_ms=interval_ms))

@@ -45,6 +45,7 @@ from gate_cli.demo_cmd import (
     port_problem,
     seed_on_first_run,
 )
+from gate_cli.dispatch_cmd import add_dispatch_parser, start_dispatch_beside
 from gate_cli.dry_run_cmd import add_dry_run_parser
 from gate_cli.events_cmd import add_events_parser
 from gate_cli.export_cmd import add_export_parser
@@ -303,7 +304,10 @@ def startup_notes(settings: Settings) -> list[str]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    serve(load_settings(), args.host, args.port, args.workers, args.threads)
+    settings = load_settings()
+    if args.no_dispatch:  # `gate dispatch` delivers, beside (docs/operating.md, "Deployment")
+        settings = dataclasses.replace(settings, events_dispatch=False)
+    serve(settings, args.host, args.port, args.workers, args.threads)
     return 0
 
 
@@ -335,6 +339,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     banner.append(policy_as_code_tour(settings.home))
     if args.workbench_port:
         start_beside(args.host, args.workbench_port)
+    # The deployment's shape (docs/operating.md): deliveries, notices and sweeps in `gate dispatch`.
+    start_dispatch_beside()
+    settings = dataclasses.replace(settings, events_dispatch=False)
     serve(settings, args.host, args.port, 1, on_ready=lambda: print("\n".join(banner), flush=True))
     return 0
 
@@ -388,7 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_keys_parser(sub)
     # Each other subcommand family lives in its own module and adds its own parser.
     for add in (add_export_parser, add_verify_parser, add_report_parser, add_scopes_parser, add_release_parser,
-                add_events_parser, add_holds_parser,
+                add_events_parser, add_dispatch_parser, add_holds_parser,
                 add_rulebook_parser, add_dry_run_parser, add_sweep_parser, add_workbench_parser, add_contract_parsers,
                 add_checkpoint_parser, add_policy_parsers):
         add(sub)
@@ -405,6 +412,9 @@ def _add_serve_parser(sub: Subparsers) -> None:
     p.add_argument("--port", type=int, default=8080, help="TCP port")
     p.add_argument("--workers", type=int, default=1, help="worker processes; more than one needs GATE_REDIS_URL")
     p.add_argument("--threads", type=int, default=8, help="request threads per worker process")
+    p.add_argument("--no-dispatch", action="store_true",
+                   help="no deliveries, notices, retention or sweeps in the workers: `gate dispatch` runs them "
+                        "beside (default: each worker runs them too, GATE_EVENTS_DISPATCH)")
     p.set_defaults(func=cmd_serve)
 
 

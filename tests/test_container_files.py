@@ -96,6 +96,12 @@ def test_the_commands_parse_with_the_real_cli():
     assert parser.parse_args(["serve", *command]).host == "0.0.0.0"
     served = parser.parse_args(["serve", *compose()["services"]["gate"]["command"]])
     assert served.workers > 1  # with GATE_REDIS_URL set, as serve requires
+    # The workers serve only; `gate dispatch` beside them delivers, on the same ledger (issue 68, item 1).
+    assert served.no_dispatch
+    dispatch = compose()["services"]["gate-dispatch"]
+    assert dispatch["entrypoint"] == ["gate"] and parser.parse_args(dispatch["command"]).command == "dispatch"
+    assert dispatch["environment"] == compose()["services"]["gate"]["environment"]
+    assert dispatch["volumes"] == ["gate-home:/var/lib/gate"] and dispatch["healthcheck"] == {"disable": True}
     assert compose()["services"]["gate-cli"]["entrypoint"] == ["gate"]
     usage = 0
     for line in (ROOT / "compose.yaml").read_text().splitlines():

@@ -67,6 +67,11 @@ def _configure_sqlite(engine: Engine, synchronous: str) -> None:
         # 2 KB, wasting the rest. Takes effect only when the file is created; an existing ledger
         # keeps its page size until converted (docs/operating.md "Sizing").
         cursor.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")
+        # Pages freed by the outbox's retention go back to the file system (`PRAGMA
+        # incremental_vacuum` after each pruning pass, gate.ledger.outbox). Like the page size it
+        # takes effect only when the file is created: an existing ledger switches with one VACUUM
+        # (docs/operating.md "Outbox size").
+        cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA busy_timeout=30000")

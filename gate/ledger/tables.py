@@ -11,6 +11,7 @@ that text.
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     Column,
     Index,
     Integer,
@@ -360,6 +361,13 @@ event_retention = Table(
     Column("scope", String(120), primary_key=True),
     Column("pruned_through", Integer, nullable=False),
     Column("pruned_through_at", String(32), nullable=True),
+    # The stored bytes of the scope's kept events (`gate.ledger.outbox.ROW_BYTES`), counted by the
+    # retention pass through `counted_through` (seq); and how many events a size bound
+    # (GATE_EVENTS_RETENTION_BYTES) dropped before an active subscription or held stream had them
+    # (migration 0023, docs/events.md "Retention").
+    Column("counted_through", Integer, nullable=False, server_default="0"),
+    Column("bytes", BigInteger, nullable=False, server_default="0"),
+    Column("dropped_undelivered", BigInteger, nullable=False, server_default="0"),
 )
 
 event_sequences = Table(

@@ -11,7 +11,8 @@ the attempts, one transaction per `FLUSH_EVERY` deliveries), so a dispatcher kil
 those events again (receivers deduplicate by `webhook-id`).
 
 Retention: events older than `retention_days` (GATE_EVENTS_RETENTION_DAYS) that every active
-subscription has settled are pruned by the `event-retention` worker in bounded batches; reading,
+subscription has settled are pruned by the `event-retention` worker, by sequence ranges in one
+statement per pass (and beyond a size bound, GATE_EVENTS_RETENTION_BYTES, the oldest: settled first); reading,
 replaying or resuming from a pruned range is refused with EVENTS_PRUNED, never answered with the
 events silently missing (docs/events.md, "Retention"). The same worker prunes delivery attempts
 older than the retention, keeping each subscription's newest `ATTEMPTS_KEPT` and counting the
@@ -63,9 +64,9 @@ FLUSH_EVERY = 50  # successful deliveries whose attempts and cursor one ledger t
 LEASE_SECONDS = 60
 MAX_REPLAY_EVENTS = 10_000
 RETENTION_DAYS = 30  # GATE_EVENTS_RETENTION_DAYS; 0 keeps every event
-RETENTION_INTERVAL = 300.0  # seconds between the `event-retention` worker's passes
-PRUNE_BATCH = 500  # events one pruning transaction deletes at most
-PRUNE_BATCHES_PER_PASS = 20  # per scope (and per subscription's attempts): a pass never runs unbounded
+RETENTION_INTERVAL = 60.0  # seconds between the `event-retention` worker's passes
+PRUNE_BATCH = 500  # delivery attempts one pruning transaction deletes at most
+PRUNE_BATCHES_PER_PASS = 20  # per subscription: an attempts pass never runs unbounded
 # Each subscription's newest delivery attempts, kept however old: the window `deliveries` reads its
 # latency and last failures from, so a prune never changes what it shows (docs/events.md, "Retention").
 ATTEMPTS_KEPT = 200
@@ -157,9 +158,10 @@ class EventService:
                  poster: Poster | None = None, resolve: Callable[[str, int], list[str]] | None = None,
                  signing: Any = None, lease_seconds: int = LEASE_SECONDS,
                  on_attempt: Callable[[bool, bool], None] | None = None,
-                 retention_days: int = RETENTION_DAYS) -> None:
+                 retention_days: int = RETENTION_DAYS, retention_bytes: int = 0) -> None:
         self.outbox = Outbox(ledger)
         self.retention_days = retention_days  # 0: events are kept for ever
+        self.retention_bytes = retention_bytes  # GATE_EVENTS_RETENTION_BYTES; 0: no size bound
         # A pass holds each subscription it delivers for this long (GATE_EVENTS_LEASE_SECONDS); a
         # dispatcher that dies leaves its lease to expire, and a pass that outlasts it may see
         # another dispatcher post the same events again (at least once still holds).
@@ -395,17 +397,30 @@ class EventService:
     # ------------------------------------------------------------------ retention
 
     def prune(self, held_streams: Sequence[str] = ()) -> int:
-        """One pass of the retention (the `event-retention` worker): in every scope, delete the
-        events older than `retention_days` that every active subscription (and each of
-        `held_streams`, the stream cursors this gate publishes from) has settled, in transactions
-        of at most `PRUNE_BATCH` events, `PRUNE_BATCHES_PER_PASS` per scope; then the delivery
-        attempts older than it (`prune_attempts`). Returns how many events were deleted."""
-        if self.retention_days <= 0:
+        """One pass of the retention (the `event-retention` worker), in one transaction over every
+        scope (`Outbox.prune_pass`): the events older than `retention_days` that every active
+        subscription (and each of `held_streams`, the stream cursors this gate publishes from) has
+        settled, and, with `retention_bytes`, the oldest beyond the size bound (settled first;
+        undelivered ones counted and logged), deleted by sequence ranges in one statement
+        (PostgreSQL: whole day partitions dropped; SQLite: the freed pages returned to the file
+        system); then the delivery attempts older than the retention (`prune_attempts`). Returns
+        how many events were deleted."""
+        if self.retention_days <= 0 and self.retention_bytes <= 0:
             return 0
-        cutoff = iso_ms(self.clock.now() - timedelta(days=self.retention_days))
-        deleted = self._prune_events(cutoff, held_streams)
-        self.prune_attempts(cutoff)
-        return deleted
+        now = self.clock.now()
+        cutoff = iso_ms(now - timedelta(days=self.retention_days)) if self.retention_days > 0 else ""
+        done = self.outbox.prune_pass(cutoff, held_streams, self.retention_bytes, now.date())
+        if done.events:
+            self.outbox.return_space()
+            log.info("event retention: %d event(s), %d bytes pruned (%d partition(s) dropped whole)", done.events,
+                     done.bytes, done.partitions)
+        for scope, (first, last) in done.dropped.items():
+            log.warning("event retention: the outbox was over GATE_EVENTS_RETENTION_BYTES (%d): events %d to %d of "
+                        "scope %s were dropped before every active subscription had them", self.retention_bytes,
+                        first + 1, last, scope)
+        if cutoff:
+            self.prune_attempts(cutoff)
+        return done.events
 
     def prune_attempts(self, cutoff: str) -> int:
         """Delete every subscription's delivery attempts made before `cutoff` (disabled ones' too),
@@ -419,10 +434,6 @@ class EventService:
         if deleted:
             log.info("event retention: %d delivery attempt(s) made before %s pruned", deleted, cutoff)
         return deleted
-
-    def _prune_events(self, cutoff: str, held_streams: Sequence[str]) -> int:
-        return _in_batches(self.outbox.scopes(), lambda scope: self.outbox.prunable(scope, cutoff),
-                           lambda scope, batch: self.outbox.prune_batch(scope, cutoff, held_streams, batch))
 
     # ------------------------------------------------------------------ delivery
 
@@ -622,7 +633,7 @@ class Dispatcher:
         if stream is not None:
             self.workers.append(PeriodicWorker("event-stream", stream.publish_pending, interval, log=log))
         self.workers += [PeriodicWorker(name, task, interval, log=log) for name, task in (tasks or {}).items()]
-        if service.retention_days > 0:
+        if service.retention_days > 0 or service.retention_bytes > 0:
             held = (stream.name,) if stream is not None else ()
             self.workers.append(PeriodicWorker("event-retention", partial(service.prune, held), RETENTION_INTERVAL,
                                                log=log))

@@ -193,7 +193,8 @@ def event_service(ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Cl
         return EventService(ledger, clock, allow_hosts=allow_hosts, signing=signing, on_attempt=on_attempt)
     events = EventService(ledger, clock, allow_hosts=settings.webhook_allow_hosts, signing=signing,
                           lease_seconds=settings.events_lease_seconds, on_attempt=on_attempt,
-                          retention_days=settings.events_retention_days)
+                          retention_days=settings.events_retention_days,
+                          retention_bytes=settings.events_retention_bytes)
     events.mask_with(privacy_service(ledger, SafeguardSettings(ledger), settings))  # docs/privacy.md
     return events
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from gate.ledger import Ledger, stream
+from tests.server.support import call
 
 GATE = str(Path(sys.executable).parent / "gate")
 
@@ -144,6 +145,11 @@ def test_the_api_alone_is_announced_once_it_listens_and_the_workbench_not_at_all
     try:
         running.until(lambda line: line.startswith("API reference:"))
         assert answers(port)  # the walkthrough is printed after the API's socket is bound
+        # Deliveries, notices and sweeps run in `gate dispatch` beside the server (issue 68, item 1).
+        assert running.stderr_says("gate dispatch: running webhooks"), "".join(running.errors)
+        workers = [w["name"] for w in call("GET", f"http://127.0.0.1:{port}/api/decision/status")[2]
+                   ["workers"]["workers"]]
+        assert "webhooks" not in workers and "hold-sweeper" not in workers, workers
         time.sleep(1)
     finally:
         running.stop()

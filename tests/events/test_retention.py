@@ -119,19 +119,43 @@ def test_events_are_kept_until_old_and_settled_then_every_read_of_them_is_refuse
     assert late["cursor"] == 9
 
 
-def test_pruning_runs_in_bounded_transactions_and_holds_what_the_stream_has_not_published(
-        backend, gate, admin, receiver, clock, monkeypatch):
+def _statements(gate):
+    """The SQL statements the ledger's engine runs while the context is open (a list, filled)."""
+    from sqlalchemy import event
+
+    engine, seen = gate.extensions["gate"].ledger.engine, []
+
+    def record(_conn, _cursor, statement, *_):
+        seen.append(" ".join(statement.split()))
+
+    class Recording:
+        def __enter__(self):
+            event.listen(engine, "before_cursor_execute", record)
+            return seen
+
+        def __exit__(self, *_):
+            event.remove(engine, "before_cursor_execute", record)
+
+    return Recording()
+
+
+def test_pruning_deletes_by_sequence_ranges_in_one_statement_and_holds_what_the_stream_has_not_published(
+        backend, gate, admin, receiver, clock, issue_key):
+    """Issue 68/3: one pass deletes every prunable range of every scope in one DELETE, however
+    many events (no batch limit), up to what the held stream has published."""
     subscribe(admin, receiver, **{"from": "beginning"})
     release_burst(admin)
+    other = Api(gate.test_client(), issue_key(scope="tenant_b", permissions=ALL + ",admin")["api_key"])
+    release_burst(other)
     dispatch(gate)
     outbox = Outbox(gate.extensions["gate"].ledger)
     outbox.set_stream_cursor("jetstream", SCOPE, 5)
-    monkeypatch.setattr(events_module, "PRUNE_BATCH", 2)
-    monkeypatch.setattr(events_module, "PRUNE_BATCHES_PER_PASS", 2)
-    assert _prune(gate, clock, 31, ("jetstream",)) == 4  # two transactions of two, then the pass ends
-    assert outbox.pruned(SCOPE)[0] == 4
-    assert _prune(gate, clock, 31, ("jetstream",)) == 1  # the stream has published up to 5
-    assert outbox.pruned(SCOPE)[0] == 5
+    outbox.set_stream_cursor("jetstream", "tenant_b", 9)
+    with _statements(gate) as seen:
+        assert _prune(gate, clock, 31, ("jetstream",)) == 5 + 9
+    deletes = [s for s in seen if s.startswith("DELETE FROM event_outbox")]
+    assert len(deletes) == 1, deletes  # both scopes' ranges, one statement
+    assert outbox.pruned(SCOPE)[0] == 5 and outbox.pruned("tenant_b")[0] == 9
     assert _prune(gate, clock, 31, ("other-stream",)) == 0  # a held stream without a cursor has published nothing
     assert _prune(gate, clock, 31) == 4
     _pruned(_read(admin, 0), 9)

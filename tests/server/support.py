@@ -126,8 +126,10 @@ def peak_rss_kib(pid: int) -> int:
 class Server:
     """One `gate serve --workers N [--threads T]` in its own process group."""
 
-    def __init__(self, env: dict, log_path: Path, workers: int = 3, threads: int | None = None) -> None:
+    def __init__(self, env: dict, log_path: Path, workers: int = 3, threads: int | None = None,
+                 extra: tuple[str, ...] = ()) -> None:
         self.env, self.log_path, self.workers, self.threads = env, log_path, workers, threads
+        self.extra = extra  # more of `gate serve`'s options (`--no-dispatch`)
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.process = None
@@ -136,7 +138,7 @@ class Server:
         with open(self.log_path, "a") as log:  # the server writes to its own copy of the file
             self.process = subprocess.Popen(
                 [GATE, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers)]
-                + (["--threads", str(self.threads)] if self.threads else []),
+                + (["--threads", str(self.threads)] if self.threads else []) + list(self.extra),
                 env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )
         # Three workers importing and building the app at once took 30-35 s at load 10-15 on a
