@@ -278,7 +278,14 @@ class Settings:
         return replace(self, **changes)
 
 
-def _privacy_settings(env: Mapping[str, str], home: Path) -> dict[str, Any]:
+class _PrivacySettings(TypedDict):
+    """The privacy key fields of `Settings`."""
+
+    privacy_key: str | None
+    privacy_key_file: Path | None
+
+
+def _privacy_settings(env: Mapping[str, str], home: Path) -> _PrivacySettings:
     """The privacy key's text, or its file (docs/privacy.md)."""
     return {"privacy_key": env.get("GATE_PRIVACY_KEY") or None,
             "privacy_key_file": Path(env.get("GATE_PRIVACY_KEY_FILE") or home / "privacy.key")}
@@ -307,7 +314,14 @@ def _auto_flag(value: str, name: str) -> bool | None:
     return None if value.strip().lower() == "auto" else _flag(value, name)
 
 
-def _retention_settings(env: Mapping[str, str]) -> dict[str, int]:
+class _RetentionSettings(TypedDict):
+    """The outbox retention fields of `Settings`."""
+
+    events_retention_days: int
+    events_retention_bytes: int
+
+
+def _retention_settings(env: Mapping[str, str]) -> _RetentionSettings:
     """The outbox's retention: by age (days) and by stored bytes (docs/events.md "Retention")."""
     return {"events_retention_days": _whole(env.get("GATE_EVENTS_RETENTION_DAYS", "30"),
                                             "GATE_EVENTS_RETENTION_DAYS", 0, 36_500),
