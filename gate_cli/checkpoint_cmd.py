@@ -26,22 +26,18 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gate.chain.checkpoint_log import (
-    CheckpointLogError,
-    append_checkpoint,
-    latest_checkpoint,
-    read_checkpoint_log,
-)
 from gate.chain.links import chain_id_for
-from gate.chain.merkle import Checkpoint, verify_checkpoint
 from gate.clock import SystemClock
 from gate.errors import CodedError, GateError
-from gate.verify import TrustAnchors
 from gate_cli.context import load_settings, open_ledger, refusal_text
 from gate_cli.help import Subparsers
 from gate_cli.verify_cmd import load_anchors
+
+if TYPE_CHECKING:  # the chain's log, its Merkle proofs and the verifier load when a checkpoint is saved
+    from gate.chain.merkle import Checkpoint
+    from gate.verify import TrustAnchors
 
 MAX_ANSWER_BYTES = 1024 * 1024
 
@@ -102,6 +98,8 @@ def _get_json(url: str, api_key: str) -> Any:
 
 def _trusted(checkpoint: Any, anchors: TrustAnchors) -> None:
     """Raise _Refused unless a trusted Ed25519 key verifies the checkpoint."""
+    from gate.chain.merkle import verify_checkpoint
+
     signature = checkpoint.get("signature") if isinstance(checkpoint, dict) else None
     signature = signature if isinstance(signature, dict) else {}
     key = anchors.select_ed25519(signature.get("key_id"), signature.get("public_key_fingerprint"))
@@ -162,10 +160,14 @@ def _from_ledger(args: argparse.Namespace, held_of: Callable[[Path, str], dict[s
 
 
 def _held(log: Path, chain_id: str) -> dict[str, Any] | None:
+    from gate.chain.checkpoint_log import latest_checkpoint, read_checkpoint_log
+
     return latest_checkpoint(read_checkpoint_log(log), chain_id)
 
 
 def _save(args: argparse.Namespace) -> dict[str, Any]:
+    from gate.chain.checkpoint_log import CheckpointLogError, append_checkpoint
+
     if bool(args.url) == bool(args.scope):
         raise GateError("VERIFY_INPUT_UNREADABLE", "give either --url (a running gate) or --scope (the local ledger)")
     checkpoint: Mapping[str, Any]  # the gate's answer as read, or the checkpoint the local ledger made

@@ -25,24 +25,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gate.chain.checkpoint_log import CheckpointLogError, read_checkpoint_log
-from gate.chain.event_witness import governance_chain_id, key_chain_id, release_chain_id, witness_problems
 from gate.errors import GateError
-from gate.packets import verify_packet
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
-from gate.releases.key_grants import verify_key_grants
-from gate.verify import (
-    SOURCE_KEY_REGISTRY_FILE,
-    SOURCE_KEY_REGISTRY_URL,
-    TrustAnchors,
-    verify_record,
-)
 from gate.vocabulary import MIGRATION_MANIFEST_VERSION
 from gate_cli.help import Subparsers
-from gate_cli.packet_report import is_packet, packet_report
 
 if TYPE_CHECKING:
     from gate.releases.governance import ChangeSummary
+    from gate.verify import TrustAnchors
 
 # The chains' verifiers (and the JSON Schemas of the settings they check) load with the command
 # that verifies one, not with `gate --help` (issue 68).
@@ -93,6 +83,8 @@ def _registry_body(location: str) -> bytes:
 
 
 def load_anchors(args: argparse.Namespace) -> TrustAnchors:
+    from gate.verify import SOURCE_KEY_REGISTRY_FILE, SOURCE_KEY_REGISTRY_URL, TrustAnchors
+
     anchors = TrustAnchors()
     if args.key_registry:
         # The result names where the trusted keys came from: a URL is labelled a URL, never a file.
@@ -121,6 +113,8 @@ def load_anchors(args: argparse.Namespace) -> TrustAnchors:
 
 def _checkpoint_log(path: str | None) -> Sequence[Mapping[str, object]] | None:
     """The checkpoints of `--checkpoints` (None without it); unreadable is exit 2."""
+    from gate.chain.checkpoint_log import CheckpointLogError, read_checkpoint_log
+
     if path is None:
         return None
     if not Path(path).is_file():
@@ -155,6 +149,10 @@ def _input_file(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from gate.packets import verify_packet
+    from gate.verify import verify_record
+    from gate_cli.packet_report import is_packet, packet_report
+
     path, what = _input_file(args)
     record = _read_json(path, what)
     original = _read_json(args.input, "input") if args.input else None
@@ -189,6 +187,8 @@ def _release_witness_problems(document: dict[str, object], events: list[object],
                               checkpoints: Sequence[Mapping[str, object]] | None, anchors: TrustAnchors) -> list[str]:
     """With `--checkpoints`: the release chain and the governance chain against the newest
     checkpoint of each in the log (`gate.chain.event_witness`)."""
+    from gate.chain.event_witness import governance_chain_id, release_chain_id, witness_problems
+
     scope, rulebook_id = document.get("scope_hash"), document.get("rulebook_id")
     if checkpoints is None or not isinstance(scope, str) or not isinstance(rulebook_id, str):
         return []
@@ -262,8 +262,10 @@ def _verify_key_grants(document: dict[str, object], anchors: TrustAnchors, as_js
     that acts on production, its holder and who made it. Verified needs a trusted key. With
     `checkpoints`, the key chain and the governance chain must extend their witnessed checkpoints
     (a key chain cut back fails, issue 64)."""
+    from gate.chain.event_witness import governance_chain_id, key_chain_id, witness_problems
     from gate.governance.table import API_KEYS, SAFEGUARDS
     from gate.releases.governance import verify_governance
+    from gate.releases.key_grants import verify_key_grants
 
     check = verify_key_grants(document, None if anchors.empty else anchors)
     stated = document.get("governance")

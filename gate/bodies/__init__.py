@@ -24,14 +24,13 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cache
 from importlib import resources
-from typing import Any, cast
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
-from jsonschema.protocols import Validator
-from jsonschema.validators import extend
+from typing import TYPE_CHECKING, Any, cast
 
 from gate.errors import GateError
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
 
 MAX_MESSAGE = 300
 _ANNOTATIONS = ("x-refusal", "$schema", "$id", "$comment")
@@ -59,14 +58,28 @@ def _ecma(pattern: str) -> re.Pattern[str]:
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, _schema: Any) -> Iterator[ValidationError]:
+    from jsonschema.exceptions import ValidationError
+
     if validator.is_type(instance, "string") and not _ecma(pattern).search(instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-# `integer` is a JSON number written without a fraction: 60.0 is refused, as the hand-written
-# checks refused it (`type(value) is int`), where JSON Schema alone would take it.
-_Validator = extend(Draft202012Validator, validators={"pattern": _pattern},
-                    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _whole_number))
+def _Validator(document: Mapping[str, Any]) -> Validator:  # a validator of the class built once
+    return _validator_class()(document)
+
+
+@cache
+def _validator_class() -> Any:
+    """Draft 2020-12 with ECMA patterns and whole-number integers. `jsonschema` is imported here,
+    when a body is first validated, never by a process that only reads a schema (`gate holds list`
+    reads a limit from one: issue 68, item 5)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import extend
+
+    # `integer` is a JSON number written without a fraction: 60.0 is refused, as the hand-written
+    # checks refused it (`type(value) is int`), where JSON Schema alone would take it.
+    return extend(Draft202012Validator, validators={"pattern": _pattern},
+                  type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _whole_number))
 
 
 @cache
@@ -80,6 +93,8 @@ def schema(name: str) -> Mapping[str, Any]:
 @cache
 def validator(name: str) -> Validator:
     """The cached validator of `<name>` (the schema itself is checked against the metaschema once)."""
+    from jsonschema import Draft202012Validator
+
     document = schema(name)
     Draft202012Validator.check_schema(document)
     return _Validator(document)
