@@ -8,7 +8,7 @@ from flask import Response, request
 
 from api import openapi_params as P
 from api.costs import Weight, charged
-from api.errors import error_response, json_response
+from api.errors import json_response
 from api.jsonio import parse_json_bytes, read_json, read_json_bytes
 from api.public_limits import verification_slot
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
@@ -88,8 +88,8 @@ def verify_exported() -> Response:
     with verification_slot():  # issue 18: 503 at once when the process's public verifications are busy
         record, original, public_key = _body_fields(parse_json_bytes(data, max_depth=MAX_DOCUMENT_DEPTH))
         if record is None:
-            return error_response("REQUEST_INVALID", "record is required",
-                                  errors=[{"field": "record", "code": "missing_field", "message": "required"}])
+            raise GateError("REQUEST_INVALID", "record is required",
+                            errors=[{"field": "record", "code": "missing_field", "message": "required"}])
         result = verify_record(record, anchors=rt.signing.trust_anchors(), original_input=original,
                                request_public_key=public_key)
     return json_response(200, {"ok": True, **result.to_dict()})
@@ -112,7 +112,7 @@ def read_decision(caller: Caller, decision_id: str) -> Response:
         raise GateError("REQUEST_INVALID", f"response_view must be one of {', '.join(C.VIEWS)}")
     record = rt.service.stored_record(caller, decision_id)
     if record is None:
-        return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
+        raise GateError("DECISION_NOT_FOUND", "no decision with this id in your scope")
     headers = {"x-decision-id": record.decision_id, "x-decision-record-hash": record.record_hash,
                "x-decision-receipt-hash": record.receipt_hash}
     return json_response(200, project_view(record, view), headers)
@@ -148,7 +148,7 @@ def verify_stored(caller: Caller, decision_id: str) -> Response:
     supplied, original, public_key = _body_fields(body)
     stored = rt.service.stored_decision(caller, decision_id)
     if stored is None:
-        return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
+        raise GateError("DECISION_NOT_FOUND", "no decision with this id in your scope")
     body = verify_stored_decision(rt.ledger, rt.lifecycle, rt.signing, stored, supplied=supplied,
                                   original=original, public_key=public_key, audit=rt.audit)
     return json_response(200, {"ok": True, **body})

@@ -16,18 +16,24 @@ from flask import Response, request
 
 from api import openapi_params as P
 from api.costs import LINKS_PER_UNIT, PACKET_INTELLIGENCE_UNITS, Weight, charged, units
-from api.errors import error_response, json_response
+from api.errors import json_response
 from api.jsonio import parse_json_bytes, read_json_bytes
 from api.public_limits import verification_slot
 from api.query import int_arg
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import GateRuntime, keyed, runtime
 from gate import vocabulary as C
-from gate.chain.checkpoint_log import CheckpointLogError
 from gate.chain.event_witness import hold_chain_id
 from gate.clock import iso_ms
-from gate.errors import GateError, LedgerUnavailable
-from gate.packets import ChainExcerpt, PacketOptions, PacketSourceError, build_packet, verify_packet
+from gate.errors import GateError
+from gate.packets import (
+    ChainExcerpt,
+    PacketOptions,
+    PacketSourceError,
+    build_packet,
+    packet_sources,
+    verify_packet,
+)
 from gate.protocol.canonical import MAX_DOCUMENT_DEPTH
 from gate.services.chains import packet_chain_excerpt
 from gate.services.decide import Caller
@@ -139,8 +145,8 @@ def export_packet(caller: Caller, decision_id: str) -> Response:
                                  "message": "only with the audit chain"}])
     stored = rt.service.bound_decision(caller, decision_id)
     if stored is None:
-        return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
-    try:
+        raise GateError("DECISION_NOT_FOUND", "no decision with this id in your scope")
+    with packet_sources():  # SECURITY: spec — never return partial proof material
         parts, totals, receipt_head = _receipts_under_head(rt, decision_id, options)
         if receipt_head is None and any(totals.values()):  # stored receipts, but no head
             raise PacketSourceError("the decision's receipt chain head is missing but receipts are stored")
@@ -172,10 +178,6 @@ def export_packet(caller: Caller, decision_id: str) -> Response:
             hold_events=hold_events,
             hold_commitment=hold_commitment,
         )
-    except (LedgerUnavailable, PacketSourceError, KeyError) as error:
-        # SECURITY: spec — never return partial proof material.
-        message = getattr(error, "message", None) or "a packet source could not be read"
-        return error_response("PACKET_SOURCE_UNAVAILABLE", f"{message}; no packet was produced")
     headers = {"x-decision-packet-version": C.DECISION_PACKET_VERSION, "x-decision-packet-hash": packet["packet_hash"]}
     return json_response(200, packet, headers)
 
@@ -188,10 +190,7 @@ def _held_hold_checkpoint(rt: GateRuntime, packet: dict[str, object]) -> list[Ma
     scope = commitment.get("scope_hash") if isinstance(commitment, dict) else None
     if not isinstance(scope, str):
         return []
-    try:
-        held = rt.holds.witness.held(hold_chain_id(scope))
-    except CheckpointLogError as error:
-        raise LedgerUnavailable("the gate's checkpoint log cannot be read") from error
+    held = rt.holds.witness.held_for_proof(hold_chain_id(scope))
     return [held] if held is not None else []
 
 
