@@ -40,7 +40,7 @@ def test_keys_create_prints_the_key_once_as_json(gate_env):
 @pytest.mark.parametrize("args", [["--plan", "platinum"], ["--rate-limit", "0"], ["--monthly-cap", "-1"]])
 def test_keys_create_rejects_bad_limits(gate_env, args):
     done = run(["keys", "create", "--scope", "acme", *args, "--json"], gate_env, check=False)
-    assert done.returncode != 0 and "gate:" in done.stderr
+    assert done.returncode == 2 and done.stderr.startswith("gate keys: CLI_REFUSED: ") and done.stderr.count("\n") == 1
 
 
 def test_signing_init_refuses_to_overwrite_and_rotate_keeps_history(gate_env, tmp_path):
