@@ -22,6 +22,7 @@ from api.public_limits import verification_slot
 from api.query import int_arg
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import GateRuntime, keyed, runtime
+from gate import bodies
 from gate import vocabulary as C
 from gate.chain.event_witness import hold_chain_id
 from gate.clock import iso_ms
@@ -212,14 +213,9 @@ def verify_exported_packet() -> Response:
     rt = runtime()
     data = read_json_bytes(request, rt.settings.max_packet_bytes)
     with verification_slot():  # issue 18: 503 at once when the process's public verifications are busy
-        body = parse_json_bytes(data, max_depth=MAX_DOCUMENT_DEPTH)
-        if not isinstance(body, dict) or not isinstance(body.get("packet"), dict) or set(body) - {"packet", "input"}:
-            raise GateError("REQUEST_INVALID", "body must be {packet, input?} with packet a JSON object",
-                            errors=[{"field": "packet", "code": "invalid_type", "message": "object required"}])
-        # SECURITY: `null` is not an absent member (the schema's input is an object); refused, not ignored.
-        if "input" in body and not isinstance(body["input"], dict):
-            raise GateError("REQUEST_INVALID", "input must be a JSON object",
-                            errors=[{"field": "input", "code": "invalid_type", "message": "object expected"}])
+        # gate/bodies/packet-verification.schema.json alone (SECURITY: `input: null` is refused, not ignored).
+        body = bodies.checked("packet-verification", parse_json_bytes(data, max_depth=MAX_DOCUMENT_DEPTH),
+                              "REQUEST_INVALID")
         result = verify_packet(body["packet"], anchors=rt.signing.trust_anchors(), original_input=body.get("input"),
                                hold_checkpoints=_held_hold_checkpoint(rt, body["packet"]))
     return json_response(200, {"ok": True, **result.to_dict()})
