@@ -18,9 +18,9 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 
-from flask import Response, request
+from flask import request
 
-from api.errors import error_response
+from api.errors import carry_headers
 from api.limits import RateState
 from api.runtime import runtime
 from gate.errors import GateError
@@ -59,17 +59,16 @@ def hit_client_limit(kind: str, limit: int | None = None) -> RateState:
     return rt.limiter.hit(client_key(kind), limit or rt.settings.policycheck_rate_limit, rt.now_ms())
 
 
-def client_limit(kind: str, limit: int | None = None) -> Response | dict[str, str]:
-    """Count this request: the rate headers to send when it is allowed, else the refusal to
-    return (429 `SVC_API_RATE_LIMITED` with `Retry-After`, or 503 when the limiter is down)."""
-    try:
-        rate = hit_client_limit(kind, limit)
-    except GateError as error:
-        return error_response(error.code, error.message)
+def client_limit(kind: str, limit: int | None = None) -> dict[str, str]:
+    """Count this request: the rate headers to send when it is allowed, else raise the refusal
+    (429 `SVC_API_RATE_LIMITED` with the rate headers and `Retry-After`, carried to the answer;
+    503 when the limiter is down)."""
+    rate = hit_client_limit(kind, limit)
     headers = rate.headers()
     if not rate.allowed:
-        return error_response("SVC_API_RATE_LIMITED", f"rate limit of {rate.limit} requests per minute exceeded",
-                              headers=headers, retry_after=rate.retry_after)
+        carry_headers(headers)
+        raise GateError("SVC_API_RATE_LIMITED", f"rate limit of {rate.limit} requests per minute exceeded",
+                        retry_after=rate.retry_after)
     return headers
 
 

@@ -7,7 +7,7 @@ approval. `tests/test_error_bodies.py` pins every entry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from flask import Response, request
@@ -199,8 +199,19 @@ def refusal(error: GateError) -> Response:
     the table's status and body, with the headers the request said every answer carries
     (`carry_headers`: the rate-limit window of a charged or counted request)."""
     status, body = gate_error_body(error)
-    headers: dict[str, str] | None = request.environ.get(_CARRIED)
-    return json_response(status, body, dict(headers) if headers else None)
+    headers = {**_OWN_HEADERS.get(error.code, _no_headers)(error), **request.environ.get(_CARRIED, {})}
+    return json_response(status, body, headers or None)
+
+
+def _no_headers(_error: GateError) -> dict[str, str]:
+    return {}
+
+
+# Headers a refusal's own details imply, by code (a carried header of the same name wins).
+_OWN_HEADERS: dict[str, Callable[[GateError], dict[str, str]]] = {
+    "SVC_API_MONTHLY_CAP_EXCEEDED": lambda error: {
+        "X-Usage-Monthly-Remaining": "0", "Retry-After": str(error.details["retry_after"])},
+}
 
 
 _CARRIED = "gate.carried_headers"  # in the request's environ: this request's, never another's

@@ -32,8 +32,6 @@ from gate import bodies
 from gate import vocabulary as C
 from gate.protocol import fact_limits as F
 from gate.protocol.canonical import MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH
-from gate.replay.historical import REPLAY_MODES
-from gate.replay.whatif import MAX_SCENARIOS
 from gate.rulebook import budget as B
 from gate.services.policychecks import CHECKS as POLICY_CHECKS
 from gate.settings import COST_UNITS_PER_DECIDE, DEFAULT_PLANS
@@ -134,25 +132,8 @@ SCHEMAS: dict[str, Mapping[str, object]] = {
         },
         "additionalProperties": True,
     },
-    "PacketVerificationRequest": {
-        "type": "object",
-        "required": ["packet"],
-        "properties": {"packet": {"type": "object"}, "input": {"type": "object"}},
-        "additionalProperties": False,
-    },
-    "JsonRpcMessage": {
-        "type": "object",
-        "required": ["jsonrpc", "method"],
-        "properties": {
-            "jsonrpc": {"const": "2.0"},
-            "id": {"oneOf": [{"type": "string"}, {"type": "integer", "minimum": -C.MAX_SAFE_INTEGER,
-                                                  "maximum": C.MAX_SAFE_INTEGER}],
-                   "description": "absent for a notification (answered 202)"},
-            "method": {"type": "string", "minLength": 1, "description": "initialize, ping, tools/list, tools/call, "
-                       "notifications/…; any other method is answered −32601 (HTTP 200)"},
-            "params": {"type": "object"},
-        },
-    },
+    "PacketVerificationRequest": bodies.openapi_schema("packet-verification"),
+    "JsonRpcMessage": bodies.openapi_schema("jsonrpc-message"),
     "JsonRpcError": {
         "type": "object",
         "required": ["jsonrpc", "id", "error"],
@@ -175,97 +156,26 @@ SCHEMAS: dict[str, Mapping[str, object]] = {
                                                {"type": "integer", "minimum": 0, "maximum": C.MAX_SAFE_INTEGER}]}},
         "additionalProperties": False,
     },
-    "ReplayRequest": {
-        "type": "object",
-        "properties": {
-            "replay_mode": {"enum": list(REPLAY_MODES), "description": "historical (default for rulebook "
-                            "decisions) or current; /diff accepts current only"},
-            "input": {"type": "object", "description": "current mode only: facts evaluated instead of the stored ones"},
-            "response_view": {"enum": list(C.VIEWS)},
-        },
-        # An input override is evaluated in current mode only (422 REPLAY_INPUT_OVERRIDE_FORBIDDEN).
-        "dependentSchemas": {"input": {"required": ["replay_mode"],
-                                       "properties": {"replay_mode": {"const": "current"}}}},
-        "additionalProperties": False,
-    },
-    "DiffRequest": {
-        "type": "object",
-        "properties": {
-            "replay_mode": {"const": "current", "description": "/diff is always current mode"},
-            "input": {"type": "object", "description": "facts evaluated instead of the stored ones"},
-            "response_view": {"enum": list(C.VIEWS)},
-        },
-        "additionalProperties": False,
-    },
-    "CounterfactualsRequest": {
-        "type": "object",
-        "required": ["scenarios"],
-        "properties": {
-            "response_view": {"enum": list(C.VIEWS), "description": "adds each scenario's simulated record in this view"},
-            "scenarios": {"type": "array", "minItems": 1, "maxItems": MAX_SCENARIOS, "items": {
-                "type": "object", "required": ["scenario_id", "context_patch"], "additionalProperties": False,
-                "properties": {"scenario_id": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,119}$"},
-                               "label": {"type": "string", "minLength": 1, "maxLength": 200},
-                               "context_patch": {"type": "object", "description": "RFC 7396 merge patch over the "
-                                                 "stored context; `inputs` patches the stored facts"}}}},
-        },
-        "additionalProperties": False,
-    },
-    "RecordVerificationRequest": {
-        "type": "object",
-        "properties": {
-            "record": {"type": "object", "description": "A Decision Record (DecisionRecord); absent: the stored one."},
-            "input": {"type": "object", "description": "The original request, checked against input_hash."},
-            "public_key": {"type": "string", "description": "PEM; diagnostics only, never a trust anchor."},
-        },
-        "additionalProperties": False,
-    },
-    "RulebookPublishRequest": {
-        "type": "object",
-        "description": f"A Rulebook v1 (JSON Schema at {C.RULEBOOK_SCHEMA_PATH}); its semantics are checked on "
-                       "publication (422 RULEBOOK_INVALID).",
-    },
-    "ReleaseActionRequest": {
-        "type": "object",
-        "required": ["action"],
-        "properties": {
-            "action": {"type": "string", "enum": ["shadow", "canary", "activate", "halt", "rollback", "approve"]},
-            "version": {"type": "string", "minLength": 1, "maxLength": 80},
-            "percent": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 100,
-                        "description": "canary share of subjects, at most two decimals"},
-            "subject": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,63}(\\.[A-Za-z_][A-Za-z0-9_]{0,63}){0,7}$"},
-            "reason": {"type": "string", "minLength": 1, "maxLength": 500},
-            "migration_manifest_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-            "migration_manifest": {"type": "object", "description": "the version's signed dry-run manifest "
-                                   "(rulebook_migration_v1 with dry_run), checked in full for canary and activate"},
-            "override": {"type": "string", "enum": ["guardrail_halt"],
-                         "description": "an admin activating a version its guardrail halted (with a reason)"},
-            "request_seq": {"type": "integer", "minimum": 1},
-            "rulebook_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-        },
-        "additionalProperties": False,
-    },
+    "ReplayRequest": bodies.openapi_schema("replay"),
+    "DiffRequest": bodies.openapi_schema("diff"),
+    "CounterfactualsRequest": bodies.openapi_schema("counterfactuals"),
+    "RecordVerificationRequest": bodies.openapi_schema("record-verification"),
+    "RulebookPublishRequest": bodies.openapi_schema("rulebook-publish"),
+    "ReleaseActionRequest": bodies.openapi_schema("release-action"),
     "ReleasePolicy": _RELEASE_POLICY,
     "ReleasePolicyPatch": _RELEASE_POLICY_PATCH,
     "EventSettings": bodies.openapi_schema("event-settings"),  # gate/bodies/event-settings.schema.json
     "PrivacySettings": bodies.openapi_schema("privacy"),  # gate/bodies/privacy.schema.json (issue 67)
     "EventSubscription": bodies.openapi_schema("event-subscription"),  # gate/bodies/event-subscription.schema.json
+    "EventSubscriptionStatus": bodies.openapi_schema("event-subscription-status"),
+    "EventSecretRotation": bodies.openapi_schema("event-rotation"),
     "HoldPolicy": bodies.openapi_schema("hold-policy"),  # gate/bodies/hold-policy.schema.json
     "HoldReassign": bodies.openapi_schema("hold-reassign"),  # gate/bodies/hold-reassign.schema.json
     "HoldResolution": bodies.openapi_schema("hold-resolution"),  # gate/bodies/hold-resolution.schema.json
     # One approval body for every safeguard setting (gate/bodies/setting-approval.schema.json).
     "SettingApproval": bodies.openapi_schema("setting-approval"),
     "ReleasePolicyApproval": {**bodies.openapi_schema("setting-approval"), "title": "ReleasePolicyApproval"},
-    "ExportedRecordVerificationRequest": {
-        "type": "object",
-        "required": ["record"],
-        "properties": {
-            "record": {"type": "object", "description": "The exported Decision Record (DecisionRecord)."},
-            "input": {"type": "object", "description": "The original request, checked against input_hash."},
-            "public_key": {"type": "string", "description": "PEM; diagnostics only, never a trust anchor."},
-        },
-        "additionalProperties": False,
-    },
+    "ExportedRecordVerificationRequest": bodies.openapi_schema("exported-record-verification"),
 }
 
 

@@ -37,7 +37,7 @@ from api.client_limits import client_limit
 from api.errors import error_response
 from api.jsonio import parse_json_bytes, read_json_bytes
 from api.routing import mounted
-from gate.errors import CodedError
+from gate.errors import CodedError, GateError
 from gate.protocol.canonical import MAX_DOCUMENT_DEPTH
 from gate.settings import Settings
 
@@ -74,10 +74,11 @@ def init_public_limits(app: Flask, settings: Settings) -> None:
         kind = budgets.get(request.endpoint or "")
         if kind is None:
             return None
-        limited = client_limit(kind, limits[kind])
-        if isinstance(limited, Response):
+        try:
+            limited = client_limit(kind, limits[kind])
+        except GateError:  # the translator answers it; the unread rest of the body is not read
             _close_unread()
-            return limited
+            raise
         request.environ[_HEADERS] = limited
         if kind in HEAVY_KINDS and not _slot_free():
             raise VerificationBusy()  # before the body is read: a flood costs no reading

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import secrets
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -11,6 +12,14 @@ def iso_ms(moment: datetime) -> str:
     """ISO 8601 UTC with milliseconds and `Z`, as JavaScript's toISOString writes it."""
     moment = moment.astimezone(UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def seconds_to_next_month(at: str) -> int:
+    """Whole seconds (at least 1) from the ISO time `at` to the first instant of the next UTC
+    month: when a monthly cap resets."""
+    moment = datetime.fromisoformat(at).astimezone(UTC)
+    year, month = (moment.year + 1, 1) if moment.month == 12 else (moment.year, moment.month + 1)
+    return max(1, math.ceil((datetime(year, month, 1, tzinfo=UTC) - moment).total_seconds()))
 
 
 class Clock(Protocol):

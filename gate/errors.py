@@ -82,8 +82,9 @@ class MonthlyCapExceeded(CodedError):
 
     CODE = "SVC_API_MONTHLY_CAP_EXCEEDED"
 
-    def __init__(self, cap: int, period: str) -> None:
-        super().__init__(f"monthly record cap of {cap} for {period} is exhausted", monthly_cap=cap, period=period)
+    def __init__(self, cap: int, period: str, retry_after: int) -> None:
+        super().__init__(f"monthly record cap of {cap} for {period} is exhausted", monthly_cap=cap, period=period,
+                         retry_after=retry_after)
 
 
 class RulebookVersionConflict(CodedError):

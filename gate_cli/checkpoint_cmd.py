@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from gate.chain.links import chain_id_for
 from gate.clock import SystemClock
 from gate.errors import CodedError, GateError
-from gate_cli.context import load_settings, open_ledger, refusal_text
+from gate_cli.context import FAILED, load_settings, open_ledger, refusal_text
 from gate_cli.help import Subparsers
 from gate_cli.verify_cmd import load_anchors
 
@@ -193,16 +193,15 @@ def _save(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     try:
         result = _save(args)
-    except _Refused as exc:  # before GateError: the one refusal with exit status 1
-        print(f"gate checkpoint: REFUSED: {exc}", file=sys.stderr)
-        return 1
     except GateError as exc:
-        if exc.code == "CHAIN_INTEGRITY_FAILED":  # the local chain contradicts itself: nothing to witness
-            print(f"gate checkpoint: REFUSED: {exc.message} ({', '.join(exc.details.get('failed_checks', []))})",
-                  file=sys.stderr)
-            return 1
-        print(f"gate checkpoint: {refusal_text(exc)}", file=sys.stderr)
-        return 2
+        # The witness's check failed (exit 1, docs/errors.md "Exit status"): the local chain does not
+        # extend the checkpoint it witnessed (CHECKPOINT_REFUSED), or contradicts itself. Any
+        # other refusal is gate_cli.main's to print (exit 2).
+        if not isinstance(exc, _Refused) and exc.code != "CHAIN_INTEGRITY_FAILED":
+            raise
+        failed = exc.details.get("failed_checks", [])
+        print(f"gate checkpoint: {refusal_text(exc)}" + (f" ({', '.join(failed)})" if failed else ""), file=sys.stderr)
+        return FAILED
     if args.json:
         print(json.dumps(result, indent=2))
     else:

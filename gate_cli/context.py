@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from gate.clock import SystemClock, iso_ms
 from gate.errors import CodedError, GateError
 from gate.principals import KEY_PERMISSIONS, Permissions, Principal
-from gate.settings import Settings, SettingsError
+from gate.settings import Settings
 
 if TYPE_CHECKING:
     from gate.keys.anchors import TrustAnchors
@@ -30,17 +30,18 @@ class CliError(CodedError):
 
 
 def refusal_text(error: GateError) -> str:
-    """What a command prints for a refusal: its code and message, as the API names it (the
-    command line's own refusal, CLI_REFUSED, by its message alone; a configuration value's named
-    as one)."""
-    if isinstance(error, SettingsError):
-        return f"configuration: {error.message}"
-    if isinstance(error, CliError):
-        return error.message
+    """What a command prints for a refusal: its code, once, and its message, as the API names
+    them (the command line's own refusal is `CLI_REFUSED`; a configuration value's,
+    `SETTINGS_INVALID`)."""
     return f"{error.code}: {error.message}"
 
 
-REFUSED = 2  # the exit status of every refusal
+# The exit statuses of every command (docs/errors.md, "Exit status"): 0 done; 1 the command ran and
+# what it checks failed (a verification check, a conformance fixture, a `--fail-on` condition);
+# 2 refused, with one `gate COMMAND: CODE: message` line; 3 done with something to report that is
+# neither a pass nor a failure (a plan that changes something, fixtures skipped, an inconclusive
+# analysis).
+DONE, FAILED, REFUSED, REPORTED = 0, 1, 2, 3
 
 
 def print_refusal(command: str, error: GateError) -> int:

@@ -16,27 +16,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
+from gate_cli.context import CliError
 from gate_cli.help import Subparsers
 
 if TYPE_CHECKING:
     from gate.adapters import AdapterRegistry
     from gate.keys.anchors import TrustAnchors
 
-EXIT_UNUSABLE = 2
-
-
 def cmd_conformance(args: argparse.Namespace) -> int:
     # Lazy: each command's modules load only when it runs (`gate --version` stays fast).
     from gate_cli.conformance import exit_code, http_transport, render, run_conformance
 
     if not args.endpoint.startswith(("http://", "https://")):
-        print("gate: --endpoint must be an http(s) URL", file=sys.stderr)
-        return EXIT_UNUSABLE
+        raise CliError("--endpoint must be an http(s) URL")
     api_key = args.api_key or os.environ.get("GATE_API_KEY")
     report = run_conformance(http_transport(args.endpoint, api_key))
     print(json.dumps(report, indent=2) if args.json else render(report))
@@ -78,15 +74,11 @@ def cmd_migration_check(args: argparse.Namespace) -> int:
         try:
             documents[name] = parse_strict(Path(path).read_bytes())
         except (OSError, CanonicalJSONError) as exc:
-            print(f"gate: cannot read {name} {path}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
-            return EXIT_UNUSABLE
-    from gate.errors import GateError
-
+            raise CliError(f"cannot read {name} {path}: {getattr(exc, 'strerror', None) or exc}") from None
     try:
-        anchors = _anchors(args)
-    except (OSError, ValueError, GateError) as exc:
-        print(f"gate: cannot use the trusted keys: {exc}", file=sys.stderr)
-        return EXIT_UNUSABLE
+        anchors = _anchors(args)  # a key that cannot be used: its own refusal (TrustAnchorError)
+    except (OSError, ValueError) as exc:
+        raise CliError(f"cannot use the trusted keys: {exc}") from None
     result = check_migration(documents["manifest"], corpus=Path(args.corpus) if args.corpus else CORPUS_DIR,
                              rulebook=documents.get("rulebook"), adapters=_adapters(), anchors=anchors)
     if args.json:

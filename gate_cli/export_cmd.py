@@ -22,10 +22,9 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from gate.errors import LedgerUnavailable
 from gate.settings import Settings
 from gate_cli.cluster_opt import add_cluster_argument
-from gate_cli.context import print_refusal
+from gate_cli.context import CliError
 from gate_cli.help import Subparsers
 from gate_cli.progress import ProgressBar
 
@@ -38,30 +37,22 @@ if TYPE_CHECKING:
 def cmd_export(args: argparse.Namespace) -> int:
     # Lazy: the ledger and the exporter bring SQLAlchemy and Polars, which `gate --version` does without.
     from gate.ledger import Ledger
-    from workbench.dataset.location import DatasetError
     from workbench.services.root import compose, signing_setup
-    from workbench.signing import SigningRefused
 
     if args.rebuild_rollups or args.cluster is not None:
         from gate_cli.rebuild_cmd import cmd_rebuild_rollups
 
         return cmd_rebuild_rollups(args)
     if args.batch_size < 1 or args.batch_size > 50_000:
-        print("gate export: --batch-size must be from 1 to 50000", file=sys.stderr)
-        return 2
+        raise CliError("--batch-size must be from 1 to 50000")
     if args.settle_seconds < 0:
-        print("gate export: --settle-seconds must be 0 or more", file=sys.stderr)
-        return 2
+        raise CliError("--settle-seconds must be 0 or more")
     if args.format != "iceberg" and (args.catalog_uri or args.warehouse or args.namespace):
-        print("gate export: --catalog-uri, --warehouse and --namespace need --format iceberg", file=sys.stderr)
-        return 2
+        raise CliError("--catalog-uri, --warehouse and --namespace need --format iceberg")
     settings = Settings.from_env()
-    try:
-        # The one signing rule for datasets (`workbench.services.exports`): refused before the
-        # ledger or the dataset is opened when there is no key while signing is required.
-        export = compose(signing_setup(settings)).exports.begin()
-    except SigningRefused as refused:
-        return print_refusal("export", refused)
+    # The one signing rule for datasets (`workbench.services.exports`): refused (SigningRefused)
+    # before the ledger or the dataset is opened when there is no key while signing is required.
+    export = compose(signing_setup(settings)).exports.begin()
     ledger = Ledger(settings.database_url)
     try:
         lakehouse = _lakehouse(args, settings)
@@ -70,13 +61,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                             settle_seconds=args.settle_seconds, progress=ProgressBar(),
                             rollup_progress=ProgressBar(label="rollups", unit="partitions"),
                             lakehouse=lakehouse, layout=args.format)
-    except DatasetError as exc:
-        print(f"gate export: {exc}", file=sys.stderr)
-        return 2
-    except LedgerUnavailable as exc:
-        print(f"gate export: the ledger cannot be read: {exc}", file=sys.stderr)
-        return 2
-    finally:
+    finally:  # DatasetError, LedgerUnavailable: refusals, printed by gate_cli.main
         ledger.dispose()
     _print_result(args, result)
     return 0

@@ -84,15 +84,15 @@ def create_key(settings: Settings, scope: str, plan: str, rate_limit: int | None
     try:
         granted = parse_permissions(permissions)
     except ValueError as exc:
-        raise SystemExit(f"gate: --permissions: {exc}") from None
+        raise CliError(f"--permissions: {exc}") from None
     stated = _holder(holder, granted)
     if plan not in settings.plans:
-        raise SystemExit(f"gate: unknown plan {plan!r}; known plans: {', '.join(sorted(settings.plans))}")
+        raise CliError(f"unknown plan {plan!r}; known plans: {', '.join(sorted(settings.plans))}")
     for name, value in (("--rate-limit", rate_limit), ("--monthly-cap", monthly_cap)):
         if value is not None and value < 1:
-            raise SystemExit(f"gate: {name} must be a positive integer")
+            raise CliError(f"{name} must be a positive integer")
     if not scope or len(scope) > 120:
-        raise SystemExit("gate: --scope must be 1 to 120 characters")
+        raise CliError("--scope must be 1 to 120 characters")
     key = new_api_key()
     created_at = now()
     change = key_service(settings).create(
@@ -155,13 +155,13 @@ def _holder(holder: str | None, granted: Permissions) -> str | None:
     production or governance (its approvals and votes are counted by holder)."""
     if holder is None:
         if granted & HOLDER_REQUIRED:
-            raise SystemExit(f"gate: --holder is required for a key with {', '.join(sorted(granted & HOLDER_REQUIRED))} "
+            raise CliError(f"--holder is required for a key with {', '.join(sorted(granted & HOLDER_REQUIRED))} "
                              "(person:<issuer>#<subject>, service:<name> or operator:<login>)")
         return None
     try:
         return parse_holder(holder)
     except ValueError as exc:
-        raise SystemExit(f"gate: --holder: {exc}") from None
+        raise CliError(f"--holder: {exc}") from None
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
@@ -199,8 +199,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
     if args.keys_command == "signing-init":
         path = settings.signing_key_file
         if path.exists() and not args.force:
-            print(f"gate: {path} exists; use signing-rotate, or --force to replace it", file=sys.stderr)
-            return 1
+            raise CliError(f"{path} exists; use signing-rotate, or --force to replace it")
         prepare_home(settings)
         path.parent.mkdir(parents=True, exist_ok=True)
         from gate.keys.signing import generate_keyring
@@ -240,8 +239,7 @@ def _governed_keys(settings: Settings, args: argparse.Namespace) -> int:
              else keys.widen(operator(), OPERATOR_PERMISSIONS, args.key_id, _permissions(args.permissions),
                              None if args.holder is None else _holder(args.holder, frozenset())))
     if found is None:
-        print(f"gate: no API key {args.key_id}", file=sys.stderr)
-        return 1
+        raise CliError(f"no API key {args.key_id}")
     if found.pending and found.governance is not None:
         print(f"{args.key_id} waits for a second holder: grant request {found.governance['seq']} "
               f"(gate keys approve --scope SCOPE {found.governance['seq']}, or POST /api/keys/grants/approvals)")
@@ -254,7 +252,7 @@ def _permissions(text: str) -> str:
     try:
         return permissions_text(parse_permissions(text))
     except ValueError as exc:
-        raise SystemExit(f"gate: --permissions: {exc}") from None
+        raise CliError(f"--permissions: {exc}") from None
 
 
 def _active_key_id(keyring: Keyring, path: Path) -> str:
@@ -275,7 +273,7 @@ def serve(settings: Settings, host: str, port: int, workers: int, threads: int |
 
     if workers > 1 and not settings.redis_url:
         # SECURITY: per-process rate windows would multiply the limit by the worker count.
-        raise SystemExit("gate: more than one worker needs GATE_REDIS_URL for shared rate limits")
+        raise CliError("more than one worker needs GATE_REDIS_URL for shared rate limits")
     open_ledger(settings).dispose()  # migrate once, before workers fork
     for line in startup_notes(settings):
         print(line, file=sys.stderr, flush=True)
@@ -521,10 +519,10 @@ def expected_failure(exc: BaseException) -> str | None:
     sqlalchemy_exc = sys.modules.get("sqlalchemy.exc")
     if sqlalchemy_exc is not None and isinstance(exc, sqlalchemy_exc.OperationalError):
         reason = str(getattr(exc, "orig", exc)).splitlines()[0]
-        return (f"the ledger cannot be opened ({reason}); check GATE_DATABASE_URL "
+        return (f"LEDGER_UNAVAILABLE: the ledger cannot be opened ({reason}); check GATE_DATABASE_URL "
                 "and that the database answers")
     if isinstance(exc, PermissionError):
-        return f"permission denied: {exc.filename}"
+        return f"CLI_REFUSED: permission denied: {exc.filename}"
     return None
 
 

@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gate.errors import GateError
 from gate.protocol.canonical import sha256_hex
 from gate.releases.model import ReleaseStateJSON, VersionJSON
 from gate.rulebook import RulebookDocument, checked_rulebook
@@ -58,7 +56,10 @@ if TYPE_CHECKING:
     from gate.settings import Settings
     from workbench.migration.manifest import MigrationManifest
 
-EXIT_UNCHANGED, EXIT_ERROR, EXIT_CHANGED = 0, 1, 2
+# The command line's one rule (gate_cli.context, docs/errors.md "Exit status"): a refusal raises to
+# `gate_cli.main` (exit 2, its code printed once); a met `--fail-on` is a failed check (1); a plan
+# that changes something, or an apply that did, reports it (3).
+EXIT_UNCHANGED, EXIT_FAILED, EXIT_CHANGED = 0, 1, 3
 
 
 class Gate(Protocol):
@@ -178,9 +179,6 @@ def cmd_init_policies(args: argparse.Namespace) -> int:
                 running = gate.running(scope, rulebook_id)
                 if running is not None:
                     written += _write_rulebook(root / scope, running[0])
-    except GateError as error:
-        print(f"gate init-policies: {error.code}: {error.message}", file=sys.stderr)
-        return EXIT_ERROR
     finally:
         gate.close()
     for path in written:
@@ -318,10 +316,9 @@ def _gated(plan: Plan, conditions: tuple[FailOn, ...]) -> bool:
 
 
 def _run(args: argparse.Namespace, apply: bool) -> int:
-    from gate_cli.context import load_settings, refusal_text
+    from gate_cli.context import load_settings
     from gate_cli.policy_report import plan_markdown
 
-    command = "apply" if apply else "plan"
     gate: Gate | None = None
     try:
         conditions = parse_fail_on(args.fail_on)  # refused before any work
@@ -334,17 +331,14 @@ def _run(args: argparse.Namespace, apply: bool) -> int:
         if apply and not failed:
             for change in plan.changes:
                 change.applied = _apply(gate, change)
-    except GateError as error:  # a refusal of the layout, the gate, the dry-run (DryRunError) or signing
-        print(f"gate {command}: {error.code}: {refusal_text(error)}", file=sys.stderr)
-        return EXIT_ERROR
-    finally:
+    finally:  # a refusal of the layout, the gate, the dry-run (DryRunError) or signing: gate_cli.main prints it
         if gate is not None:
             gate.close()
     plan.out.mkdir(parents=True, exist_ok=True)
     (plan.out / "plan.json").write_text(json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")
     print(json.dumps(plan.to_json(), indent=2) if args.format == "json" else plan_markdown(plan, apply, failed))
     if failed:
-        return EXIT_ERROR
+        return EXIT_FAILED
     if apply:
         return EXIT_CHANGED if any(change.applied for change in plan.changes) else EXIT_UNCHANGED
     return EXIT_CHANGED if plan.changes else EXIT_UNCHANGED

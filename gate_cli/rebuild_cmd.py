@@ -7,41 +7,27 @@ dataset cannot be rebuilt (no export yet, a listed file changed) or the cluster 
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 from gate.settings import Settings
 from gate_cli.cluster_opt import cluster_client
+from gate_cli.context import CliError
 from gate_cli.progress import ProgressBar
 
 __all__ = ["cmd_rebuild_rollups"]
 
 
-def _fail(message: str) -> int:
-    print(f"gate export: {message}", file=sys.stderr)
-    return 2
-
-
 def cmd_rebuild_rollups(args: Any) -> int:
     # Lazy: the dataset brings Polars and the cluster Dask.
-    from workbench.cluster import ClusterError
-    from workbench.dataset.location import DatasetError
     from workbench.services.root import compose, signing_setup
-    from workbench.signing import SigningRefused
 
     if not args.rebuild_rollups:
-        return _fail("--cluster runs the rollup rebuild: give --rebuild-rollups")
+        raise CliError("--cluster runs the rollup rebuild: give --rebuild-rollups")
     settings = Settings.from_env()
-    try:
-        export = compose(signing_setup(settings)).exports.begin()  # signed as `gate export` signs
-    except SigningRefused as refused:
-        return _fail(f"{refused.code}: {refused.message}")
+    export = compose(signing_setup(settings)).exports.begin()  # signed as `gate export` signs (SigningRefused)
     progress = ProgressBar(label="rollups", unit="partitions")
-    try:
-        with cluster_client(args.cluster) as client:
-            manifest = export.rebuild_rollups(args.out, cluster=client, progress=progress)
-    except (DatasetError, ClusterError) as error:
-        return _fail(str(error))
+    with cluster_client(args.cluster) as client:  # DatasetError, ClusterError: refusals, printed by gate_cli.main
+        manifest = export.rebuild_rollups(args.out, cluster=client, progress=progress)
     rolled = manifest["rollups"]
     if args.json:
         print(json.dumps({"out": args.out, "run": manifest["runs"], "rollups": {

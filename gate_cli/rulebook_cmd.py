@@ -67,7 +67,7 @@ def _fail(exc: _BadInput, as_json: bool) -> int:
     if as_json:
         print(json.dumps({"error": exc.body}, indent=2))
     else:
-        print(f"gate: {exc.body['message']}", file=sys.stderr)
+        print(f"gate rulebook: {exc.body.get('code', exc.code)}: {exc.message}", file=sys.stderr)
         for error in exc.body.get("errors", []):
             print(f"  {error['field']}: {error['code']}: {error['message']}", file=sys.stderr)
     return EXIT_INVALID

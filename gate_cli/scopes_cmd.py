@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
-from gate_cli.context import load_settings, now, open_ledger
+from gate_cli.context import CliError, load_settings, now, open_ledger
 from gate_cli.help import Subparsers
 
 
@@ -32,8 +31,7 @@ def cmd_scopes(args: argparse.Namespace) -> int:
     from gate.ledger.reports import benchmark_setting, set_benchmark_opt_in
 
     if not args.scope or len(args.scope) > 120:
-        print("gate scopes: --scope must be 1 to 120 characters", file=sys.stderr)
-        return 2
+        raise CliError("--scope must be 1 to 120 characters")
     ledger = open_ledger(load_settings())
     try:
         if args.action == "status":

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from gate.settings import Settings
 from gate_cli.cluster_opt import add_cluster_argument
-from gate_cli.context import print_refusal
+from gate_cli.context import CliError
 from gate_cli.help import Subparsers
 
 if TYPE_CHECKING:
@@ -151,8 +151,7 @@ def cmd_passwd(args: argparse.Namespace) -> int:
     from workbench.app.passwords import PasswordFileError, convert_plaintext, set_password
 
     if args.convert == bool(args.user):
-        print("gate workbench-passwd: give either USER or --convert", file=sys.stderr)
-        return 2
+        raise CliError("give either USER or --convert")
     try:
         if args.convert:
             converted = convert_plaintext(args.file)
@@ -161,9 +160,10 @@ def cmd_passwd(args: argparse.Namespace) -> int:
             return 0
         password = _read_new_password().removesuffix("\r")
         existed = set_password(args.file, args.user, password)
-    except (PasswordFileError, ValueError) as exc:
-        print(f"gate workbench-passwd: {exc}; {args.file} is unchanged", file=sys.stderr)
-        return 2
+    except PasswordFileError as exc:
+        raise PasswordFileError(f"{exc.message}; {args.file} is unchanged") from None
+    except ValueError as exc:
+        raise CliError(f"{exc}; {args.file} is unchanged") from None
     print(f"{args.file}: password of {args.user!r} {'changed' if existed else 'set'} (scrypt hash)")
     return 0
 
@@ -205,7 +205,7 @@ def build_store(settings: Settings, dataset: str | None, cluster: str | None = N
 
 
 def cmd_workbench(args: argparse.Namespace) -> int:
-    from workbench.app.access import AccessConfigError, access_for
+    from workbench.app.access import access_for
     from workbench.app.oidc import discover
     from workbench.app.origins import parse_proxies
 
@@ -215,20 +215,15 @@ def cmd_workbench(args: argparse.Namespace) -> int:
         access = access_for(bind, args.basic_auth, args.grants, oidc_settings(args))
         # The provider's discovery document, read before anything is opened (OIDCConfigError).
         discovery = discover(access.oidc) if access.oidc is not None else None
-    except (AccessConfigError, ValueError) as exc:  # OIDCConfigError is a ValueError
-        print(f"gate workbench: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # OIDCConfigError (AccessConfigError is a refusal of its own)
+        raise CliError(str(exc)) from None
     settings = Settings.from_env()
     settings.home.mkdir(parents=True, exist_ok=True)
     store = build_store(settings, args.dataset, args.cluster, allow_unsigned=args.allow_unsigned,
                         allow_stale=args.allow_stale)
     if args.refresh:
-        from workbench.signing import SigningRefused
 
-        try:
-            outcome = store.refresh_dataset()
-        except SigningRefused as refused:
-            return print_refusal("workbench", refused)
+        outcome = store.refresh_dataset()  # SigningRefused: a refusal
         print(f"dataset {store.dataset_dir}: {outcome['added']:,} new rows", flush=True)
     from workbench.app.server import make_server
 
@@ -236,8 +231,7 @@ def cmd_workbench(args: argparse.Namespace) -> int:
         server = make_server(store, access, bind, args.port, origins=args.allow_origin, discovery=discovery,
                              trusted_proxies=proxies)
     except OSError as exc:  # the address is not this machine's, or the port is taken
-        print(f"gate workbench: cannot listen on {authority}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        raise CliError(f"cannot listen on {authority}: {exc.strerror or exc}") from None
     print(f"workbench on http://{authority}/workbench", flush=True)
     server.start()
     server.io_loop.start()

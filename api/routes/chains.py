@@ -14,7 +14,7 @@ from flask import Response, request
 
 from api import openapi_params as P
 from api.costs import LINKS_PER_UNIT, Weight, charged, units
-from api.errors import error_response, json_response
+from api.errors import json_response
 from api.query import int_arg
 from api.routing import Endpoint, Routes
 from api.runtime import keyed, runtime
@@ -28,7 +28,7 @@ _ERRORS = ("SVC_CHAIN_UNAUTHORIZED", "CHAIN_NOT_FOUND", "REQUEST_INVALID")
 
 def _answer(body: Mapping[str, object] | None) -> Response:
     if body is None:
-        return error_response("CHAIN_NOT_FOUND", "no audit chain (or decision in it) with this id in your scope")
+        raise GateError("CHAIN_NOT_FOUND", "no audit chain (or decision in it) with this id in your scope")
     return json_response(200, body)
 
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import logging
-import math
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from flask import Response, request
 
-from api.errors import carry_headers, error_response, json_response, json_text_response
+from api.errors import carry_headers, json_response, json_text_response
 from api.jsonio import read_json
 from api.metrics import record_decision
 from api.routing import AUTH_ERRORS, BODY_ERRORS, DECIDE_HEADERS, MEDIA, REQUEST_HEADERS, Endpoint, Routes
@@ -22,7 +19,7 @@ from api.runtime import (
     requested_view,
     runtime,
 )
-from gate.errors import GateError, MonthlyCapExceeded
+from gate.errors import GateError
 from gate.privacy.datamap import LOGS
 from gate.privacy.logs import masking
 from gate.protocol.advisory_record import is_advisory
@@ -32,14 +29,6 @@ from gate.services.decide import Caller
 from gate.vocabulary import VIEW_FULL
 
 routes = Routes("decide", __name__)
-LOG = logging.getLogger(__name__)
-
-
-def _seconds_to_next_month(now: datetime) -> int:
-    """Whole seconds until the monthly cap resets (first instant of next month, UTC)."""
-    year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
-    start = datetime(year, month, 1, tzinfo=UTC)
-    return max(1, math.ceil((start - now).total_seconds()))
 
 
 def _cadence_witness(rt: GateRuntime, record: Mapping[str, Any]) -> Callable[[], None] | None:
@@ -58,33 +47,21 @@ def _cadence_witness(rt: GateRuntime, record: Mapping[str, Any]) -> Callable[[],
     position = chain.get("chain_position")
     if type(position) is not int or position % every:
         return None
-    chain_id = chain["chain_id"]
-
-    def witness() -> None:
-        try:
-            rt.audit.publish_checkpoint(chain_id)
-        except GateError as error:  # kept: logged, never an answer (the decide was already answered)
-            LOG.error("checkpoint of chain %s at %s not witnessed: %s %s", chain_id, position,
-                      error.code, error.details.get("failed_checks", ""))
-        except Exception:
-            LOG.exception("checkpoint of chain %s at %s not witnessed", chain_id, position)
-
-    return witness
+    chain_id, audit = chain["chain_id"], rt.audit
+    return lambda: audit.witness_after_answer(chain_id, position)
 
 
-def _rate_checked(rt: GateRuntime, caller: Caller) -> dict[str, str] | Response:
-    """The rate-limit headers for this decide, or the refusal when the key is over its rate
-    (GateError, 503, when the limiter is unavailable)."""
+def _rate_checked(rt: GateRuntime, caller: Caller) -> dict[str, str]:
+    """The rate-limit headers for this decide, carried to any refusal of it; 429 when the key is
+    over its rate (GateError, 503, when the limiter is unavailable)."""
     rate = rt.limiter.hit(caller.key_id, caller.rate_limit, rt.now_ms())
     headers: dict[str, str] = rate.headers()
+    carry_headers(headers)  # a refusal answers the rate headers too
     if not rate.allowed:
         # SECURITY: a refused request creates nothing and is never an approval.
-        return error_response(
-            "SVC_API_RATE_LIMITED",
-            f"rate limit of {rate.limit} decisions per minute exceeded for this key",
-            headers=headers,
-            retry_after=rate.retry_after,
-        )
+        raise GateError("SVC_API_RATE_LIMITED",
+                        f"rate limit of {rate.limit} decisions per minute exceeded for this key",
+                        retry_after=rate.retry_after)
     return headers
 
 
@@ -147,23 +124,14 @@ def _record_headers(caller: Caller, record: DecisionRecord, used: int, idempoten
 def decide(caller: Caller) -> Response:
     rt = runtime()
     headers = _rate_checked(rt, caller)
-    if isinstance(headers, Response):
-        return headers
-    carry_headers(headers)  # a refusal answers the rate headers too
     idempotency_key = idempotency_key_header()
     body = read_json(request, rt.settings.max_body_bytes)
     body_view = body.get("response_view") if isinstance(body, dict) else None
     view, prefer_applied = requested_view(body_view if isinstance(body_view, str) else None)
-    try:
-        # Every log line made while the gate decides masks this request's personal values by the
-        # scope's `logs` rule (gate.privacy.logs; docs/privacy.md).
-        with masking(rt.privacy.masker(caller.scope, LOGS, body)):
-            result = rt.service.decide(caller, body, idempotency_key=idempotency_key, request_id=caller_request_id())
-    except MonthlyCapExceeded as error:  # not translated here: it only learns when the cap resets
-        retry = _seconds_to_next_month(rt.service.clock.now())
-        carry_headers({"X-Usage-Monthly-Remaining": "0", "Retry-After": str(retry)})
-        error.details["retry_after"] = retry
-        raise
+    # Every log line made while the gate decides masks this request's personal values by the
+    # scope's `logs` rule (gate.privacy.logs; docs/privacy.md).
+    with masking(rt.privacy.masker(caller.scope, LOGS, body)):
+        result = rt.service.decide(caller, body, idempotency_key=idempotency_key, request_id=caller_request_id())
 
     witness = None
     if result.idempotency_status == "created":  # Prometheus gate_decisions_total (api.metrics)

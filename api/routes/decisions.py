@@ -8,11 +8,12 @@ from flask import Response, request
 
 from api import openapi_params as P
 from api.costs import Weight, charged
-from api.errors import error_response, json_response
+from api.errors import json_response
 from api.jsonio import read_json
 from api.public_limits import verification_body
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import keyed, requested_view, runtime
+from gate import bodies
 from gate import vocabulary as C
 from gate.errors import GateError
 from gate.protocol.canonical import MAX_DOCUMENT_DEPTH
@@ -42,29 +43,11 @@ VERIFY_DESCRIPTION = {
 }
 
 
-def _body_fields(body: Any) -> tuple[Any, Any, Any]:
-    if body is None:
-        return None, None, None
-    if not isinstance(body, dict):
-        raise GateError("REQUEST_INVALID", "body must be a JSON object {record, input?, public_key?}",
-                        errors=[{"field": "$", "code": "invalid_type", "message": "object expected"}])
-    unknown = sorted(set(body) - {"record", "input", "public_key"})
-    if unknown:
-        raise GateError("REQUEST_INVALID", f"unknown member(s): {', '.join(unknown)}",
-                        errors=[{"field": name, "code": "unknown_field", "message": "not accepted"}
-                                for name in unknown])
-    record, original, public_key = body.get("record"), body.get("input"), body.get("public_key")
-    # A member sent as `null` is refused like any other wrong type (it is not "absent").
-    if "record" in body and not isinstance(record, dict):
-        raise GateError("REQUEST_INVALID", "record must be a JSON object",
-                        errors=[{"field": "record", "code": "invalid_type", "message": "object expected"}])
-    if "input" in body and not isinstance(original, dict):
-        raise GateError("REQUEST_INVALID", "input must be a JSON object",
-                        errors=[{"field": "input", "code": "invalid_type", "message": "object expected"}])
-    if "public_key" in body and not isinstance(public_key, str):
-        raise GateError("REQUEST_INVALID", "public_key must be a PEM string",
-                        errors=[{"field": "public_key", "code": "invalid_type", "message": "string expected"}])
-    return record, original, public_key
+def _body_fields(name: str, body: Any) -> tuple[Any, Any, Any]:
+    """The record, input and public key of a verification body, checked by its schema alone
+    (gate/bodies/<name>.schema.json; a body of JSON `null`, or none, reads as `{}`)."""
+    checked = bodies.checked(name, {} if body is None else body, "REQUEST_INVALID")
+    return checked.get("record"), checked.get("input"), checked.get("public_key")
 
 
 @routes.route(Endpoint(
@@ -85,10 +68,7 @@ def describe_verify() -> Response:
 def verify_exported() -> Response:
     rt = runtime()
     with verification_body(rt.settings.max_body_bytes) as body:  # issue 18: 413, 503 when busy, then parsed
-        record, original, public_key = _body_fields(body)
-        if record is None:
-            return error_response("REQUEST_INVALID", "record is required",
-                                  errors=[{"field": "record", "code": "missing_field", "message": "required"}])
+        record, original, public_key = _body_fields("exported-record-verification", body)
         result = verify_record(record, anchors=rt.signing.trust_anchors(), original_input=original,
                                request_public_key=public_key)
     return json_response(200, {"ok": True, **result.to_dict()})
@@ -111,7 +91,7 @@ def read_decision(caller: Caller, decision_id: str) -> Response:
         raise GateError("REQUEST_INVALID", f"response_view must be one of {', '.join(C.VIEWS)}")
     record = rt.service.stored_record(caller, decision_id)
     if record is None:
-        return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
+        raise GateError("DECISION_NOT_FOUND", "no decision with this id in your scope")
     headers = {"x-decision-id": record.decision_id, "x-decision-record-hash": record.record_hash,
                "x-decision-receipt-hash": record.receipt_hash}
     return json_response(200, project_view(record, view), headers)
@@ -144,10 +124,10 @@ def verify_stored(caller: Caller, decision_id: str) -> Response:
     rt = runtime()
     body = read_json(request, rt.settings.max_body_bytes, optional=True,
                                 max_depth=MAX_DOCUMENT_DEPTH) if request.method == "POST" else None
-    supplied, original, public_key = _body_fields(body)
+    supplied, original, public_key = _body_fields("record-verification", body)
     stored = rt.service.stored_decision(caller, decision_id)
     if stored is None:
-        return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
+        raise GateError("DECISION_NOT_FOUND", "no decision with this id in your scope")
     body = verify_stored_decision(rt.ledger, rt.lifecycle, rt.signing, stored, supplied=supplied,
                                   original=original, public_key=public_key, audit=rt.audit)
     return json_response(200, {"ok": True, **body})

@@ -13,6 +13,7 @@ from api.jsonio import read_json
 from api.routes.releases import principal_of
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import keyed, runtime
+from gate import bodies
 from gate.errors import GateError
 from gate.governance.table import DENIED, EVENT_SETTINGS, EVENT_SUBSCRIPTIONS
 from gate.principals import require
@@ -119,7 +120,7 @@ def approve_subscriptions(caller: Caller) -> Response:
               413: "body too large", 415: MEDIA},
              errors=BODY_ERRORS + _ERRORS + ("EVENT_SUBSCRIPTION_INVALID", "EVENT_SUBSCRIPTION_NOT_FOUND",
                                              "EVENTS_PRUNED", "EVENT_SUBSCRIPTION_PENDING"),
-             tags=("events",), charged=True),
+             request_body="EventSubscriptionStatus", tags=("events",), charged=True),
 )
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
@@ -129,10 +130,8 @@ def subscription(caller: Caller, subscription_id: str) -> Response:
     _require_admin(caller)
     if request.method == "GET":
         return json_response(200, {"ok": True, "subscription": _events().show(caller.scope, subscription_id)})
-    body = read_json(request, runtime().settings.max_body_bytes)
-    if not isinstance(body, dict) or "status" not in body or set(body) - {"status", "skip_pruned"}:
-        raise GateError("EVENT_SUBSCRIPTION_INVALID",
-                        "the body is {\"status\": \"active\" | \"disabled\", \"skip_pruned\"?: true | false}")
+    body = bodies.checked("event-subscription-status", read_json(request, runtime().settings.max_body_bytes),
+                          "EVENT_SUBSCRIPTION_INVALID")
     view = _events().set_status(caller.scope, subscription_id, body["status"], body.get("skip_pruned", False))
     runtime().wake_dispatcher()
     return json_response(200, {"ok": True, "subscription": view})
@@ -144,15 +143,14 @@ def subscription(caller: Caller, subscription_id: str) -> Response:
     {200: "{ok, subscription, secret}", 400: "malformed body", **_KEYED, 404: _NOT_FOUND,
      413: "body too large", 415: MEDIA},
     errors=BODY_ERRORS + _ERRORS + ("EVENT_SUBSCRIPTION_INVALID", "EVENT_SUBSCRIPTION_NOT_FOUND"),
-    tags=("events",), charged=True))
+    request_body="EventSecretRotation", tags=("events",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
 def rotate(caller: Caller, subscription_id: str) -> Response:
     """A new secret (shown once); the old one keeps signing beside it for `overlap_seconds`."""
     _require_admin(caller)
-    body = read_json(request, runtime().settings.max_body_bytes) if request.content_length else {}
-    if not isinstance(body, dict) or set(body) - {"overlap_seconds"}:
-        raise GateError("EVENT_SUBSCRIPTION_INVALID", "the body is {\"overlap_seconds\": n} or empty")
+    body = bodies.checked("event-rotation", read_json(request, runtime().settings.max_body_bytes)
+                          if request.content_length else {}, "EVENT_SUBSCRIPTION_INVALID")
     view, secret = _events().rotate(caller.scope, subscription_id, body.get("overlap_seconds"))
     return json_response(200, {"ok": True, "subscription": view, "secret": secret})
 

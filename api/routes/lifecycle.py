@@ -7,11 +7,12 @@ from collections.abc import Callable
 from flask import Response, request
 
 from api import openapi_params as P
-from api.errors import error_response, json_response
+from api.errors import json_response
 from api.jsonio import read_json
 from api.query import int_arg
 from api.routing import BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import idempotency_key_header, keyed, runtime
+from gate.errors import GateError
 from gate.services.decide import Caller
 from gate.services.lifecycle import KINDS, Kind
 
@@ -28,7 +29,7 @@ def _endpoint(kind: Kind) -> Callable[[str], Response]:
         rt = runtime()
         record = rt.service.stored_record(caller, decision_id)
         if record is None:
-            return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
+            raise GateError("DECISION_NOT_FOUND", "no decision with this id in your scope")
         if request.method == "GET":
             body = rt.lifecycle.list(kind, decision_id, limit=int_arg("limit", high=100, default=20),
                                      cursor=request.args.get("cursor"))

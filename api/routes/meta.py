@@ -9,9 +9,10 @@ from typing import Any
 
 from flask import Response, current_app
 
-from api.errors import error_response, json_text_response
+from api.errors import json_text_response
 from api.jsonio import dumps
 from api.routing import DOCUMENTS, Endpoint, Routes
+from gate.errors import GateError
 from gate.resources import schemas_dir
 
 routes = Routes("meta", __name__)
@@ -49,7 +50,7 @@ def schema(name: str) -> Response:
     root = schemas_dir().resolve()
     path = (root / name).resolve() if _SCHEMA_NAME.fullmatch(name) and ".." not in name else None
     if path is None or root not in path.parents or not path.is_file():
-        return error_response("NOT_FOUND", f"no schema named {name}")
+        raise GateError("NOT_FOUND", f"no schema named {name}")
     mimetype = "application/schema+json" if name.endswith(".schema.json") else "application/json"
     return Response(path.read_bytes(), status=200, mimetype=mimetype)
 

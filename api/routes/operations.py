@@ -28,7 +28,7 @@ from flask import Response, request
 from api import openapi_params as P
 from api.client_limits import client_limit
 from api.costs import REPORT_ROWS_PER_UNIT, Weight, charged, units
-from api.errors import carry_headers, error_response, json_response
+from api.errors import carry_headers, json_response
 from api.jsonio import read_json
 from api.metrics import metrics_token_refusal
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, RATE_HEADERS, Endpoint, Routes
@@ -135,10 +135,7 @@ def runtime_config() -> Response:
     request_body="PilotRequest", response_headers=RATE_HEADERS + ("x-idempotency-status",),
     request_headers=("Idempotency-Key",), tags=("operations",)))
 def pilot() -> Response:
-    limited = client_limit("pilot")
-    if isinstance(limited, Response):
-        return limited
-    headers = limited
+    headers = client_limit("pilot")
     carry_headers(headers)  # a refusal answers the rate headers too
     body = read_json(request, PILOT_MAX_BODY, max_depth=8)
     if not isinstance(body, dict):
@@ -190,7 +187,7 @@ def pilot_export() -> Response:
         return refusal
     raw = request.args.get("limit", "1000")
     if set(request.args) - {"limit"} or not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= 10_000:
-        return error_response("REQUEST_INVALID", "the only parameter is limit, a whole number from 1 to 10000",
+        raise GateError("REQUEST_INVALID", "the only parameter is limit, a whole number from 1 to 10000",
                               errors=[problem("limit", "invalid_value", "1 to 10000")])
     return Response(_pilots().export_csv(int(raw)), status=200, mimetype="text/csv", headers={
         "Content-Disposition": 'attachment; filename="pilot-intakes.csv"', "Cache-Control": "no-store"})

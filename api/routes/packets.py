@@ -16,17 +16,24 @@ from flask import Response, request
 
 from api import openapi_params as P
 from api.costs import LINKS_PER_UNIT, PACKET_INTELLIGENCE_UNITS, Weight, charged, units
-from api.errors import error_response, json_response
+from api.errors import json_response
 from api.public_limits import verification_body
 from api.query import int_arg
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import GateRuntime, keyed, runtime
+from gate import bodies
 from gate import vocabulary as C
-from gate.chain.checkpoint_log import CheckpointLogError
 from gate.chain.event_witness import hold_chain_id
 from gate.clock import iso_ms
-from gate.errors import GateError, LedgerUnavailable
-from gate.packets import ChainExcerpt, PacketOptions, PacketSourceError, build_packet, verify_packet
+from gate.errors import GateError
+from gate.packets import (
+    ChainExcerpt,
+    PacketOptions,
+    PacketSourceError,
+    build_packet,
+    packet_sources,
+    verify_packet,
+)
 from gate.services.chains import packet_chain_excerpt
 from gate.services.decide import Caller
 from gate.services.lifecycle import KINDS
@@ -137,8 +144,8 @@ def export_packet(caller: Caller, decision_id: str) -> Response:
                                  "message": "only with the audit chain"}])
     stored = rt.service.bound_decision(caller, decision_id)
     if stored is None:
-        return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
-    try:
+        raise GateError("DECISION_NOT_FOUND", "no decision with this id in your scope")
+    with packet_sources():  # SECURITY: spec — never return partial proof material
         parts, totals, receipt_head = _receipts_under_head(rt, decision_id, options)
         if receipt_head is None and any(totals.values()):  # stored receipts, but no head
             raise PacketSourceError("the decision's receipt chain head is missing but receipts are stored")
@@ -170,10 +177,6 @@ def export_packet(caller: Caller, decision_id: str) -> Response:
             hold_events=hold_events,
             hold_commitment=hold_commitment,
         )
-    except (LedgerUnavailable, PacketSourceError, KeyError) as error:
-        # SECURITY: spec — never return partial proof material.
-        message = getattr(error, "message", None) or "a packet source could not be read"
-        return error_response("PACKET_SOURCE_UNAVAILABLE", f"{message}; no packet was produced")
     headers = {"x-decision-packet-version": C.DECISION_PACKET_VERSION, "x-decision-packet-hash": packet["packet_hash"]}
     return json_response(200, packet, headers)
 
@@ -186,10 +189,7 @@ def _held_hold_checkpoint(rt: GateRuntime, packet: dict[str, object]) -> list[Ma
     scope = commitment.get("scope_hash") if isinstance(commitment, dict) else None
     if not isinstance(scope, str):
         return []
-    try:
-        held = rt.holds.witness.held(hold_chain_id(scope))
-    except CheckpointLogError as error:
-        raise LedgerUnavailable("the gate's checkpoint log cannot be read") from error
+    held = rt.holds.witness.held_for_proof(hold_chain_id(scope))
     return [held] if held is not None else []
 
 
@@ -209,14 +209,9 @@ def describe_packet_verify() -> Response:
 ))
 def verify_exported_packet() -> Response:
     rt = runtime()
-    with verification_body(rt.settings.max_packet_bytes) as body:  # issue 18: 413, 503 when busy, then parsed
-        if not isinstance(body, dict) or not isinstance(body.get("packet"), dict) or set(body) - {"packet", "input"}:
-            raise GateError("REQUEST_INVALID", "body must be {packet, input?} with packet a JSON object",
-                            errors=[{"field": "packet", "code": "invalid_type", "message": "object required"}])
-        # SECURITY: `null` is not an absent member (the schema's input is an object); refused, not ignored.
-        if "input" in body and not isinstance(body["input"], dict):
-            raise GateError("REQUEST_INVALID", "input must be a JSON object",
-                            errors=[{"field": "input", "code": "invalid_type", "message": "object expected"}])
+    with verification_body(rt.settings.max_packet_bytes) as parsed:  # issue 18: 413, 503 when busy, then parsed
+        # gate/bodies/packet-verification.schema.json alone (SECURITY: `input: null` is refused, not ignored).
+        body = bodies.checked("packet-verification", parsed, "REQUEST_INVALID")
         result = verify_packet(body["packet"], anchors=rt.signing.trust_anchors(), original_input=body.get("input"),
                                hold_checkpoints=_held_hold_checkpoint(rt, body["packet"]))
     return json_response(200, {"ok": True, **result.to_dict()})

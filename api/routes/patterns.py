@@ -8,8 +8,9 @@ import re
 
 from flask import Response, request
 
-from api.errors import error_response, json_response
+from api.errors import json_response
 from api.routing import Endpoint, Routes
+from gate.errors import GateError
 from gate.rulebook.patterns import REGISTRY_VERSION, load_patterns
 
 routes = Routes("patterns", __name__)
@@ -18,8 +19,8 @@ _VALUE = re.compile(r"^[A-Za-z0-9_.:-]{1,120}$")
 _PARAMS = ("pattern_id", "tag")
 
 
-def _bad(name: str, message: str) -> Response:
-    return error_response("REQUEST_INVALID", f"{name} {message}",
+def _bad(name: str, message: str) -> GateError:
+    return GateError("REQUEST_INVALID", f"{name} {message}",
                           errors=[{"field": name, "code": "invalid_value", "message": message}])
 
 
@@ -40,15 +41,15 @@ def _bad(name: str, message: str) -> Response:
 def policy_patterns() -> Response:
     for name in request.args:
         if name not in _PARAMS:
-            return _bad(name, "is not a parameter of this registry (accepted: pattern_id, tag)")
+            raise _bad(name, "is not a parameter of this registry (accepted: pattern_id, tag)")
     values = {}
     for name in _PARAMS:
         given = request.args.getlist(name)
         if len(given) > 1:
-            return _bad(name, "may be given once")
+            raise _bad(name, "may be given once")
         if given:
             if not _VALUE.fullmatch(given[0]):
-                return _bad(name, "must be 1 to 120 of A-Z a-z 0-9 _ . : -")
+                raise _bad(name, "must be 1 to 120 of A-Z a-z 0-9 _ . : -")
             values[name] = given[0]
     registry = load_patterns()
     wanted = values.get("pattern_id")
@@ -57,7 +58,7 @@ def policy_patterns() -> Response:
         return json_response(200, registry.registry_body(tag), {"Cache-Control": "public, max-age=300"})
     pattern = registry.find(wanted)
     if pattern is None or (tag is not None and tag not in pattern.body["tags"]):
-        return error_response("POLICY_PATTERN_NOT_FOUND", "no policy pattern has this pattern id or policy id"
+        raise GateError("POLICY_PATTERN_NOT_FOUND", "no policy pattern has this pattern id or policy id"
                               + (" and tag" if tag is not None else ""), pattern_id=wanted)
     return json_response(200, {"ok": True, "decision_pattern_registry_version": REGISTRY_VERSION,
                                "policy_pattern": pattern.body}, {"Cache-Control": "public, max-age=300"})

@@ -22,21 +22,11 @@ from collections.abc import Callable
 from flask import Flask, Response, current_app, request
 
 from api import mcp_holds
-from api.client_limits import client_limit, hit_client_limit
-from api.errors import carry_headers, error_response, json_response
-from api.jsonio import dumps, read_json
-from api.mcp import (
-    INTERNAL_ERROR,
-    INVALID_REQUEST,
-    METHOD_NOT_ALLOWED,
-    PARSE_ERROR,
-    PROTOCOL_VERSIONS,
-    RATE_LIMITED,
-    ExtraTool,
-    McpEndpoint,
-    RpcMessage,
-    error_message,
-)
+from api.client_limits import client_limit
+from api.errors import carry_headers, json_response
+from api.jsonio import read_json
+from api.mcp import ExtraTool, McpEndpoint
+from api.mcp_http import MAX_BODY_BYTES, MAX_DEPTH, serve_mcp
 from api.routing import BODY_ERRORS, MEDIA, RATE_HEADERS, Endpoint, Routes
 from gate.errors import GateError
 from gate.services.policychecks import (
@@ -46,8 +36,6 @@ from gate.services.policychecks import (
     PolicyCheckService,
 )
 
-MAX_BODY_BYTES = 65_536
-MAX_DEPTH = 32
 MCP_PREFIXES = {"refund": "/refund", "cancellation": "/cancel", "return": "/return", "trial": "/trial"}
 _NOT_POST = ("get", "put", "patch", "delete")
 
@@ -62,47 +50,6 @@ def checks() -> PolicyCheckService:
 
 
 # ---------------------------------------------------------------------------- MCP
-
-def _jsonrpc(status: int, body: RpcMessage | None, headers: dict[str, str] | None = None) -> Response:
-    if body is None:
-        response = Response(status=status)
-    else:
-        response = Response(dumps(body), status=status, mimetype="application/json")
-    if headers:
-        response.headers.update(headers)
-    return response
-
-
-_BODY_ERRORS = {"REQUEST_TOO_LARGE": 413, "UNSUPPORTED_MEDIA_TYPE": 415, "REQUEST_TIMEOUT": 408}
-
-
-def _serve_mcp(endpoint: McpEndpoint) -> Response:
-    if request.method != "POST":
-        # MCP streamable HTTP: a server without a server-to-client stream answers GET with 405.
-        return _jsonrpc(405, error_message(METHOD_NOT_ALLOWED, "Method not allowed: send JSON-RPC messages with POST"),
-                        {"Allow": "POST"})
-    try:
-        rate = hit_client_limit("policycheck")
-    except GateError as error:  # kept: MCP answers in JSON-RPC, not the error table
-        return _jsonrpc(503, error_message(INTERNAL_ERROR, error.message))
-    headers = rate.headers()
-    if not rate.allowed:
-        return _jsonrpc(429, error_message(RATE_LIMITED, f"rate limit of {rate.limit} requests per minute exceeded",
-                                           data={"retry_after": rate.retry_after}), headers)
-    try:
-        message = read_json(request, MAX_BODY_BYTES, max_depth=MAX_DEPTH)
-    except GateError as error:  # kept: MCP answers in JSON-RPC, not the error table
-        if error.code in _BODY_ERRORS:
-            return _jsonrpc(_BODY_ERRORS[error.code], error_message(INVALID_REQUEST, error.message), headers)
-        return _jsonrpc(400, error_message(PARSE_ERROR, f"Parse error: {error.message}"), headers)
-    version = request.headers.get("MCP-Protocol-Version")
-    if (version is not None and version.strip() not in PROTOCOL_VERSIONS
-            and not (isinstance(message, dict) and message.get("method") == "initialize")):
-        return _jsonrpc(400, error_message(INVALID_REQUEST, f"unsupported MCP-Protocol-Version {version[:40]!r}",
-                                           data={"supported": list(PROTOCOL_VERSIONS)}), headers)
-    status, body = endpoint.handle(message)
-    return _jsonrpc(status, body, headers)
-
 
 def _mcp_endpoints(path: str) -> tuple[Endpoint, ...]:
     """One MCP endpoint: POST serves JSON-RPC; GET, PUT, PATCH and DELETE answer 405."""
@@ -126,7 +73,7 @@ def _mcp_endpoints(path: str) -> tuple[Endpoint, ...]:
 
 def _mcp_view(key: str) -> Callable[[], Response]:
     def mcp() -> Response:
-        return _serve_mcp(current_app.extensions[_MCP_FACTORIES][key]())
+        return serve_mcp(current_app.extensions[_MCP_FACTORIES][key]())
 
     return mcp
 
@@ -140,19 +87,15 @@ for _key, _prefix in (("all", ""), *((spec.service, MCP_PREFIXES[spec.service]) 
 
 def _rest_check(tool: str) -> Response:
     headers = client_limit("policycheck")
-    if isinstance(headers, Response):
-        return headers
     carry_headers(headers)  # a refusal answers the rate headers too
     body = read_json(request, MAX_BODY_BYTES, max_depth=MAX_DEPTH)
     if not isinstance(body, dict):
-        return error_response("REQUEST_INVALID", "the body must be a JSON object of the check's arguments",
-                              headers=headers, errors=[{"field": "body", "code": "invalid_type",
-                                                        "message": "must be an object"}])
+        raise GateError("REQUEST_INVALID", "the body must be a JSON object of the check's arguments",
+                        errors=[{"field": "body", "code": "invalid_type", "message": "must be an object"}])
     try:
         result = checks().check(tool, body)
-    except ArgumentsInvalid as invalid:
-        return error_response("REQUEST_INVALID", f"invalid arguments: {invalid}", headers=headers,
-                              errors=invalid.errors)
+    except ArgumentsInvalid as invalid:  # a Signal, answered here in REST's words
+        raise GateError("REQUEST_INVALID", f"invalid arguments: {invalid}", errors=invalid.errors) from None
     return json_response(200, result, headers)
 
 

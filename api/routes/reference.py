@@ -16,9 +16,10 @@ from pathlib import Path
 
 from flask import Response, send_file
 
-from api.errors import error_response, json_response
+from api.errors import json_response
 from api.routing import Endpoint, Routes
 from gate import __version__
+from gate.errors import GateError
 
 routes = Routes("reference", __name__)
 ASSET_TYPES = {".js": "text/javascript", ".css": "text/css", ".png": "image/png"}
@@ -77,8 +78,8 @@ def assets_dir() -> Path | None:
     return folder if (folder / "swagger-ui-bundle.js").is_file() else None
 
 
-def _missing_assets() -> Response:
-    return error_response("NOT_FOUND", "the API reference assets are not installed "
+def _missing_assets() -> GateError:
+    return GateError("NOT_FOUND", "the API reference assets are not installed "
                                        "(pip install 'decision-gate[server]'); /openapi.json has the same contract")
 
 
@@ -89,7 +90,7 @@ def _missing_assets() -> Response:
     tags=("contract",), budget="public"))
 def page() -> Response:
     if assets_dir() is None:
-        return _missing_assets()
+        raise _missing_assets()
     response = Response(_PAGE.replace("{version}", __version__), status=200, mimetype="text/html")
     response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
     response.headers["X-Content-Type-Options"] = "nosniff"
@@ -105,9 +106,9 @@ def asset(name: str) -> Response:
     else:
         folder = assets_dir()
         if name not in ASSETS:
-            return error_response("NOT_FOUND", f"no API reference asset named {name}")
+            raise GateError("NOT_FOUND", f"no API reference asset named {name}")
         if folder is None:
-            return _missing_assets()
+            raise _missing_assets()
         # The media type by suffix from our own table: the process-wide `mimetypes` registry is
         # changed by other libraries (Panel maps .js to application/javascript on import).
         response = send_file(folder / name, mimetype=ASSET_TYPES.get(Path(name).suffix, "application/octet-stream"),

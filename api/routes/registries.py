@@ -11,11 +11,12 @@ from typing import Any, NotRequired, TypedDict
 from flask import Response, request
 
 from api import openapi_params as P
-from api.errors import error_response, json_response
+from api.errors import json_response
 from api.routing import AUTH_ERRORS, Endpoint, Routes
 from api.runtime import keyed, runtime
 from gate import __version__
 from gate import vocabulary as C
+from gate.errors import GateError
 from gate.keys.config import FIX_MISSING_KEYRING
 from gate.protocol.canonical import CanonicalJSONError, parse_strict, sha256_hex
 from gate.protocol.types import RulebookContract
@@ -224,7 +225,7 @@ def policy_bundles() -> Response:
         })
     wanted = wanted.strip().lower()
     if not _HASH.fullmatch(wanted):
-        return error_response("REQUEST_INVALID", "hash must be 64 lowercase hex characters",
+        raise GateError("REQUEST_INVALID", "hash must be 64 lowercase hex characters",
                               errors=[{"field": "hash", "code": "invalid_value",
                                        "message": "64 hex characters"}])
     for bundle in bundles:
@@ -245,7 +246,7 @@ def policy_bundles() -> Response:
             "status": "historical",
         }
         return json_response(200, {"ok": True, "policy_bundle": lineage})
-    return error_response("POLICY_BUNDLE_NOT_FOUND", "no policy bundle has this hash")
+    raise GateError("POLICY_BUNDLE_NOT_FOUND", "no policy bundle has this hash")
 
 
 @routes.route(Endpoint(
@@ -266,7 +267,7 @@ def rulebooks(caller: Caller) -> Response:
     by_hash = wanted_hash is not None and rulebook_id is None and version is None
     by_pair = wanted_hash is None and rulebook_id is not None and version is not None
     if not (by_hash or by_pair):
-        return error_response(
+        raise GateError(
             "RULEBOOK_LOOKUP_INVALID",
             "look up a rulebook by exactly `hash`, or by both `rulebook_id` and `version`",
         )
@@ -275,7 +276,7 @@ def rulebooks(caller: Caller) -> Response:
     else:
         snapshot = rt.service.rulebook_snapshot(caller, rulebook_id=rulebook_id, version=version)
     if snapshot is None:
-        return error_response("RULEBOOK_NOT_FOUND", "no rulebook snapshot matches in this scope")
+        raise GateError("RULEBOOK_NOT_FOUND", "no rulebook snapshot matches in this scope")
     metadata = json.loads(snapshot["registry_json"])
     # SECURITY: the snapshot body is never disclosed (spec "Registries and patterns").
     metadata["snapshot"] = {"stored": True, "body_disclosed": False, "schema_hash": snapshot["schema_hash"]}
@@ -313,7 +314,7 @@ def adapters() -> Response:
     adapter_id = request.args.get("adapter_id")
     version = request.args.get("version")
     if version is not None and (adapter_id is None or not _SEMVER.fullmatch(version)):
-        return error_response("REQUEST_INVALID", "version needs adapter_id and must be semver X.Y.Z",
+        raise GateError("REQUEST_INVALID", "version needs adapter_id and must be semver X.Y.Z",
                               errors=[{"field": "version", "code": "invalid_value",
                                        "message": "semver X.Y.Z, with adapter_id"}])
     manifests = registry.manifests()
@@ -323,10 +324,10 @@ def adapters() -> Response:
         for manifest in manifests:
             if manifest["version"] == version:
                 return json_response(200, {"ok": True, "adapter": manifest})
-        return error_response("TRUSTED_ADAPTER_NOT_FOUND", "no registered adapter has this id and version",
+        raise GateError("TRUSTED_ADAPTER_NOT_FOUND", "no registered adapter has this id and version",
                               adapter_id=adapter_id, version=version)
     if adapter_id is not None and not manifests:
-        return error_response("TRUSTED_ADAPTER_NOT_FOUND", "no registered adapter has this id",
+        raise GateError("TRUSTED_ADAPTER_NOT_FOUND", "no registered adapter has this id",
                               adapter_id=adapter_id)
     return json_response(200, {
         "ok": True,

@@ -9,7 +9,7 @@ from typing import Any
 from flask import Response, request
 
 from api.costs import Weight, charged
-from api.errors import error_response, json_response
+from api.errors import json_response
 from api.jsonio import read_json
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import GateRuntime, idempotency_key_header, keyed, runtime
@@ -113,7 +113,7 @@ def release_action(caller: Caller, rulebook_id: str) -> Response:
     key = idempotency_key_header()
     body = read_json(request, rt.settings.max_body_bytes)
     if isinstance(body, dict) and "evidence" in body:
-        return error_response("RELEASE_ACTION_INVALID", "evidence is recorded by the guardrails only")
+        raise GateError("RELEASE_ACTION_INVALID", "evidence is recorded by the guardrails only")
     event, created = rt.releases.act(caller.scope, principal_of(caller), caller.permissions, rulebook_id, body, key)
     state = rt.releases.state(caller.scope, rulebook_id)
     return json_response(201 if created else 200, {"ok": True, "created": created, "event": event,

@@ -15,11 +15,12 @@ from __future__ import annotations
 from flask import Response, request
 
 from api.costs import Weight, charged
-from api.errors import error_response, json_response
+from api.errors import json_response
 from api.jsonio import read_json
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import keyed, requested_view, runtime
 from gate import vocabulary as C
+from gate.errors import GateError
 from gate.replay.historical import REPLAY_CURRENT
 from gate.replay.whatif import MAX_SCENARIOS
 from gate.services.decide import Caller
@@ -69,7 +70,7 @@ def _replay(caller: Caller, decision_id: str, forced_mode: str | None) -> Respon
     body = read_json(request, rt.settings.max_body_bytes, optional=True)
     summary = rt.replays.replay(caller, decision_id, body, forced_mode=forced_mode, header_view=_header_view())
     if summary is None:
-        return error_response("DECISION_NOT_FOUND", NOT_FOUND)
+        raise GateError("DECISION_NOT_FOUND", NOT_FOUND)
     return json_response(200, {"ok": True, **summary}, {"x-decision-id": summary["decision_id"]})
 
 
@@ -116,7 +117,7 @@ def counterfactuals(caller: Caller, decision_id: str) -> Response:
     body = read_json(request, rt.settings.max_body_bytes)
     result = rt.replays.counterfactuals(caller, decision_id, body)
     if result is None:
-        return error_response("DECISION_NOT_FOUND", NOT_FOUND)
+        raise GateError("DECISION_NOT_FOUND", NOT_FOUND)
     headers = {
         "x-decision-counterfactuals-version": C.DECISION_COUNTERFACTUALS_VERSION,
         "x-decision-counterfactual-hash": result["counterfactual_hash"],

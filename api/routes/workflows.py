@@ -26,9 +26,10 @@ import re
 from flask import Response, request
 
 from api.client_limits import client_limit
-from api.errors import carry_headers, error_response
+from api.errors import carry_headers
 from api.jsonio import read_json
-from api.routes.policychecks import CHECK_ERRORS, MAX_BODY_BYTES, MAX_DEPTH, checks
+from api.mcp_http import MAX_BODY_BYTES, MAX_DEPTH
+from api.routes.policychecks import CHECK_ERRORS, checks
 from api.routing import MEDIA, RATE_HEADERS, WORKFLOW_REQUEST_HEADERS, Endpoint, Routes
 from api.runtime import runtime
 from gate.errors import GateError
@@ -72,18 +73,18 @@ def _override_key() -> str | None:
     return next(iter(given))
 
 
-def _route_refusal(ticketing_system: str, workflow: str, headers: dict[str, str]) -> Response | None:
-    """401 without the workflow token (when one is configured); 400 for an unknown system or workflow."""
+def _refuse_route(ticketing_system: str, workflow: str) -> None:
+    """401 without the workflow token (when one is configured); 400 for an unknown system or
+    workflow (the rate headers are already carried)."""
     if not _authorized():
-        return error_response("WORKFLOW_UNAUTHORIZED", "a valid Authorization: Bearer token is required",
-                              headers={**headers, "WWW-Authenticate": REALM})
+        carry_headers({"WWW-Authenticate": REALM})
+        raise GateError("WORKFLOW_UNAUTHORIZED", "a valid Authorization: Bearer token is required")
     if ticketing_system not in TICKETING_SYSTEMS:
-        return error_response("WORKFLOW_UNSUPPORTED", f"unsupported ticketing system {ticketing_system[:60]!r}",
-                              headers=headers, field="ticketing_system", supported=list(TICKETING_SYSTEMS))
+        raise GateError("WORKFLOW_UNSUPPORTED", f"unsupported ticketing system {ticketing_system[:60]!r}",
+                        field="ticketing_system", supported=list(TICKETING_SYSTEMS))
     if workflow not in WORKFLOWS:
-        return error_response("WORKFLOW_UNSUPPORTED", f"unsupported workflow {workflow[:60]!r}", headers=headers,
-                              field="workflow", supported=list(WORKFLOWS))
-    return None
+        raise GateError("WORKFLOW_UNSUPPORTED", f"unsupported workflow {workflow[:60]!r}",
+                        field="workflow", supported=list(WORKFLOWS))
 
 
 def _read_request(ticketing_system: str, workflow: str) -> WorkflowRequest:
@@ -110,20 +111,15 @@ def _read_request(ticketing_system: str, workflow: str) -> WorkflowRequest:
     request_headers=tuple(WORKFLOW_REQUEST_HEADERS), tags=("workflows",)))
 def run_workflow(ticketing_system: str, workflow: str) -> Response:
     headers = client_limit("workflow")
-    if isinstance(headers, Response):
-        return headers
-    refusal = _route_refusal(ticketing_system, workflow, headers)
-    if refusal is not None:
-        return refusal
+    carry_headers(headers)  # a refusal (POLICY_CHECK_UNDECIDED among them) answers the rate headers too
+    _refuse_route(ticketing_system, workflow)
     service = WorkflowService(runtime().ledger, checks())
     service.tool(workflow)  # an unknown check service fails here, before the body is read
-    carry_headers(headers)  # a refusal (POLICY_CHECK_UNDECIDED among them) answers the rate headers too
     try:
         run = _read_request(ticketing_system, workflow)
         ticket, result = service.evaluate(run)
-    except ArgumentsInvalid as invalid:
-        return error_response("REQUEST_INVALID", f"invalid workflow body: {invalid}", headers=headers,
-                              errors=invalid.errors)
+    except ArgumentsInvalid as invalid:  # a Signal, answered here in REST's words
+        raise GateError("REQUEST_INVALID", f"invalid workflow body: {invalid}", errors=invalid.errors) from None
     answer = service.store_answer(run, ticket, result)
     return _raw(answer, headers)
 

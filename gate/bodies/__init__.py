@@ -15,6 +15,12 @@ rest); the message begins with where the node is in the body (`queues.default.qu
 `jsonschema`'s own words, cut to `MAX_MESSAGE` characters (it may quote the caller's value).
 What a schema cannot say (a member naming another, a cycle, a rule across members) stays in the
 code that parses the body, after `check`.
+
+A refusal whose body lists `errors` (`[{field, code, message}]`, as the verification routes'
+do) takes them from `x-error` beside the `x-refusal` that answers (the same keys: one item, or
+an object of items by failing keyword): `field` defaults to where the node is (`$` at the top),
+and `"field": "*unknown"` lists one item per member the node does not know; `{unknown}` in the
+refusal's sentence is those members, comma-separated (issue 66, item 1).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
 MAX_MESSAGE = 300
-_ANNOTATIONS = ("x-refusal", "$schema", "$id", "$comment")
+_ANNOTATIONS = ("x-refusal", "x-error", "$schema", "$id", "$comment")
 # Keywords whose sub-schema applies to one member or item of the instance.
 _BY_NAME = ("properties", "patternProperties")
 _BY_POSITION = ("additionalProperties", "items", "unevaluatedProperties", "unevaluatedItems")
@@ -237,7 +243,26 @@ def check(name: str, body: Any, code: str) -> None:
     """Refuse `body` with `code` (a GateError, 400 or as the code says) unless it passes `<name>`."""
     error = first_error(name, body)
     if error is not None:
-        raise GateError(code, refusal(name, error))
+        items = error_items(name, error)
+        raise GateError(code, refusal(name, error), **({"errors": items} if items else {}))
+
+
+def error_items(name: str, error: ValidationError) -> list[dict[str, str]]:
+    """The `errors` items the answering node's `x-error` states for this failure ([]: none)."""
+    node, where, keyword = _answering_node(schema(name), error)
+    item = _keyed(node.get("x-error") if isinstance(node, Mapping) else None, keyword)
+    if not isinstance(item, Mapping):
+        return []
+    if item.get("field") == "*unknown":
+        return [{"field": member, "code": item["code"], "message": item["message"]}
+                for member in _unknown(node, error.instance)]
+    return [{"field": item.get("field") or path_text(where) or "$", "code": item["code"], "message": item["message"]}]
+
+
+def _unknown(node: Mapping[str, Any], instance: Any) -> list[str]:
+    """The members of `instance` that `node` does not know, sorted."""
+    known = node.get("properties", {})
+    return sorted(str(member) for member in instance if member not in known) if isinstance(instance, Mapping) else []
 
 
 def checked(name: str, body: Any, code: str) -> Mapping[str, Any]:
@@ -253,6 +278,9 @@ def refusal(name: str, error: ValidationError) -> str:
     sentence, where = _nearest_refusal(schema(name), error)
     if sentence is None:
         return plain_message(error)
+    if "{unknown}" in sentence:
+        node, _where, _keyword = _answering_node(schema(name), error)
+        sentence = sentence.replace("{unknown}", ", ".join(_unknown(node, error.instance))[:MAX_MESSAGE])
     if not where:
         return sentence.lstrip(": ")
     return f"{path_text(where)}{sentence}" if sentence.startswith(":") else f"{path_text(where)} {sentence}"
@@ -266,13 +294,20 @@ def plain_message(error: ValidationError) -> str:
 
 
 def _nearest_refusal(root: Mapping[str, Any], error: ValidationError) -> tuple[str | None, list[Any]]:
-    """Walk the failing keyword's schema path from the root, keeping the deepest `x-refusal` and
-    the instance path of the node that carries it; a missing member with no refusal of its node
-    for `required` answers with the member's own refusal."""
+    """The refusal's sentence and where its node is (see `_answering_node`)."""
+    node, where, keyword = _answering_node(root, error)
+    return _sentence(node, keyword), where
+
+
+def _answering_node(root: Mapping[str, Any], error: ValidationError) -> tuple[Any, list[Any], str]:
+    """Walk the failing keyword's schema path from the root, keeping the deepest node with an
+    `x-refusal`, the instance path of that node and the key its refusal answers by (the failing
+    keyword at the failing node itself, else `*`); a missing member with no refusal of its node
+    for `required` answers with the member's own node."""
     node: Any = root
     instance = list(error.absolute_path)
     depth = 0
-    found: tuple[str | None, list[Any]] = (_sentence(root, "*"), [])
+    found: tuple[Any, list[Any], str] = (root, [], "*")
     steps = list(error.absolute_schema_path)[:-1]  # the last step is the failing keyword itself
     while steps and isinstance(node, Mapping):
         keyword = steps.pop(0)
@@ -288,30 +323,34 @@ def _nearest_refusal(root: Mapping[str, Any], error: ValidationError) -> tuple[s
             node = node[keyword]
         else:
             break
-        sentence = _sentence(node, "*")
-        if sentence is not None:
-            found = (sentence, instance[:depth])
+        if _sentence(node, "*") is not None:
+            found = (node, instance[:depth], "*")
     if not isinstance(node, Mapping):
         return found
-    own = _sentence(node, str(error.validator))
-    if own is not None:
-        return own, instance[:depth]
+    if _sentence(node, str(error.validator)) is not None:
+        return node, instance[:depth], str(error.validator)
     if error.validator == "required" and isinstance(error.instance, Mapping):
         missing = next(name for name in error.validator_value if name not in error.instance)
-        member = _sentence(node.get("properties", {}).get(missing, {}), "*")
-        if member is not None:
-            return member, [*instance[:depth], missing]
+        member = node.get("properties", {}).get(missing, {})
+        if _sentence(member, "*") is not None:
+            return member, [*instance[:depth], missing], "*"
     return found
 
 
 def _sentence(node: Any, keyword: str) -> str | None:
     """A node's refusal for a failing `keyword` (`*`: anything under it): `x-refusal` is one
     sentence for every failure, or an object of sentences by keyword with `*` for the rest."""
-    refusal = node.get("x-refusal") if isinstance(node, Mapping) else None
-    if isinstance(refusal, Mapping):
-        chosen = refusal.get(keyword, refusal.get("*"))
-        return chosen if isinstance(chosen, str) else None
-    return refusal if isinstance(refusal, str) else None
+    chosen = _keyed(node.get("x-refusal") if isinstance(node, Mapping) else None, keyword)
+    return chosen if isinstance(chosen, str) else None
+
+
+def _keyed(annotation: Any, keyword: str) -> Any:
+    """An `x-refusal` or `x-error` for a failing `keyword`: the annotation itself when it is one
+    value for every failure, else its entry for the keyword, or for `*`. An `x-error` item is an
+    object with `code`; an object without one is an object of items by keyword."""
+    if isinstance(annotation, Mapping) and "code" not in annotation:
+        return annotation.get(keyword, annotation.get("*"))
+    return annotation
 
 
 def path_text(path: Sequence[Any]) -> str:
@@ -330,6 +369,7 @@ __all__ = [
     "check_event_data",
     "checked",
     "closed_members",
+    "error_items",
     "event_types",
     "event_validator",
     "first_error",

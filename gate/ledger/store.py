@@ -42,6 +42,7 @@ from sqlalchemy.sql.expression import Executable
 
 from gate.chain.links import ChainLink
 from gate.chain.rowseal import SealedDecisionRow
+from gate.clock import seconds_to_next_month
 from gate.errors import (
     DuplicateIdempotencyKey,
     LedgerUnavailable,
@@ -96,11 +97,17 @@ AT_REST_DECISION_COLUMNS = ("record_json", "request_json")
 
 @dataclass(frozen=True, slots=True)
 class CapCharge:
-    """Charge one record to `key_id` for `period` (YYYY-MM), refusing beyond `cap`."""
+    """Charge one record to `key_id` for `period` (YYYY-MM), refusing beyond `cap`; `at` is the
+    record's time (the refusal says how long until the cap resets)."""
 
     key_id: str
     period: str
     cap: int
+    at: str
+
+    def refusal(self) -> MonthlyCapExceeded:
+        """The cap's refusal, saying in how many seconds it resets (`retry_after`)."""
+        return MonthlyCapExceeded(self.cap, self.period, seconds_to_next_month(self.at))
 
 
 class SnapshotRow(SnapshotLineage):
@@ -695,7 +702,7 @@ class Ledger:
         returned = self._hot(("pg-append", *shape), _pg_append_statement(*shape)).run(connection, params)
         used = returned[0]["used"] if returned else None
         if used is None:
-            raise MonthlyCapExceeded(charge.cap, charge.period)
+            raise charge.refusal()
         _carry_head(connection, chain, link, peaks)
         return int(used)
 
@@ -848,7 +855,7 @@ class Ledger:
         counted: list[int] | None = memo.get(("used", charge.key_id, charge.period)) if memo is not None else None
         if counted is not None:
             if counted[0] >= charge.cap:
-                raise MonthlyCapExceeded(charge.cap, charge.period)
+                raise charge.refusal()
             counted[0] += 1
             set_used = self._hot("set-used", _SET_USED)
             values = {"counter_key_id": charge.key_id, "counter_period": charge.period, "counter_used": counted[0]}
@@ -859,7 +866,7 @@ class Ledger:
             connection, {"key_id": charge.key_id, "period": charge.period, "cap": charge.cap})
         used = answer["used"] if answer is not None else None
         if used is None:
-            raise MonthlyCapExceeded(charge.cap, charge.period)
+            raise charge.refusal()
         if memo is not None:
             memo["used", charge.key_id, charge.period] = [int(used)]
         return int(used)

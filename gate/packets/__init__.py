@@ -42,6 +42,7 @@ from gate.packets.common import (
     VERIFICATION_HINTS,
     PacketInputError,
     PacketSourceError,
+    packet_sources,
     report_hash,
 )
 from gate.packets.excerpt import ChainExcerpt, chain_window
@@ -71,6 +72,7 @@ __all__ = [
     "PacketVerification",
     "build_packet",
     "chain_window",
+    "packet_sources",
     "report_hash",
     "verify_packet",
     "verify_packet_body",

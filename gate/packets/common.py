@@ -4,14 +4,15 @@ the fixed verification hints, the errors, and small value helpers."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeGuard
 
 from gate.chain.links import LINK_HASH_MEMBERS
 from gate.chain.merkle import CHECKPOINT_BODY_MEMBERS
-from gate.errors import CodedError
+from gate.errors import CodedError, LedgerUnavailable
 
 # One constant-time digest compare (beside the detached signatures) and one canonical equality
 # for records and packets.
@@ -155,6 +156,18 @@ class PacketSourceError(CodedError):
     (the spec's 503 "a required packet source cannot be read"; never partial proof material)."""
 
     CODE = "PACKET_SOURCE_UNAVAILABLE"
+
+
+@contextmanager
+def packet_sources() -> Iterator[None]:
+    """Where a packet's parts are read: a part that cannot be read (the ledger unavailable, a
+    member missing, the parts contradicting each other) is 503 `PACKET_SOURCE_UNAVAILABLE`,
+    never partial proof material (spec)."""
+    try:
+        yield
+    except (LedgerUnavailable, PacketSourceError, KeyError) as error:
+        message = getattr(error, "message", None) or "a packet source could not be read"
+        raise PacketSourceError(f"{message}; no packet was produced") from error
 
 
 class PacketInputError(VerificationInputError):

@@ -41,7 +41,7 @@ from gate.chain.merkle import (
     sign_checkpoint,
 )
 from gate.clock import Clock, iso_ms
-from gate.errors import GateError
+from gate.errors import GateError, LedgerUnavailable
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger, StoredSnapshot
 from gate.ledger.lifecycle import LifecycleStore
@@ -185,6 +185,13 @@ class EventChainWitness:
         """The newest checkpoint of the chain in the gate's log (None: no log, or none held);
         CheckpointLogError when the log cannot be read."""
         return self._held.latest(chain_id) if self._held is not None else None
+
+    def held_for_proof(self, chain_id: str) -> dict[str, Any] | None:
+        """`held`, for proof material served now: 503 `LEDGER_UNAVAILABLE` when the log cannot be read."""
+        try:
+            return self.held(chain_id)
+        except CheckpointLogError as error:
+            raise LedgerUnavailable("the gate's checkpoint log cannot be read") from error
 
     def check(self, chain_id: str, read_hashes: Callable[[], Sequence[str]]) -> list[str]:
         """The chain's event hashes (`read_hashes()`, oldest first), after checking that they
@@ -342,6 +349,17 @@ class AuditChainService:
                             "Merkle nodes, or a checkpoint witnessed outside the ledger; no proof material is "
                             "served from it", chain_id=chain_id, failed_checks=failures)
         return head, proof
+
+    def witness_after_answer(self, chain_id: str, position: int) -> None:
+        """`publish_checkpoint` run once a decide was answered (its cadence checkpoint): a refusal
+        or fault is logged, never raised, since there is no answer left to give it to."""
+        try:
+            self.publish_checkpoint(chain_id)
+        except GateError as error:
+            log.error("checkpoint of chain %s at %s not witnessed: %s %s", chain_id, position,
+                      error.code, error.details.get("failed_checks", ""))
+        except Exception:
+            log.exception("checkpoint of chain %s at %s not witnessed", chain_id, position)
 
     def publish_checkpoint(self, chain_id: str, first: int | None = None) -> PublishedCheckpoint | None:
         """The signed checkpoint of the chain's current (consistent) head, appended to the gate's

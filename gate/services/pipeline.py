@@ -248,7 +248,7 @@ class DecisionPipeline:
         return self.ledger.store_decision(
             row,
             snapshot=snapshot_row,
-            charge=CapCharge(caller.key_id, record.created_at[:7], caller.monthly_cap),
+            charge=CapCharge(caller.key_id, record.created_at[:7], caller.monthly_cap, record.created_at),
             chain=record_chain(chain_id, caller.scope, record, row, receipt_signer, confidence),
             extra=extra,
         )

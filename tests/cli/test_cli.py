@@ -40,14 +40,14 @@ def test_keys_create_prints_the_key_once_as_json(gate_env):
 @pytest.mark.parametrize("args", [["--plan", "platinum"], ["--rate-limit", "0"], ["--monthly-cap", "-1"]])
 def test_keys_create_rejects_bad_limits(gate_env, args):
     done = run(["keys", "create", "--scope", "acme", *args, "--json"], gate_env, check=False)
-    assert done.returncode != 0 and "gate:" in done.stderr
+    assert done.returncode == 2 and done.stderr.startswith("gate keys: CLI_REFUSED: ") and done.stderr.count("\n") == 1
 
 
 def test_signing_init_refuses_to_overwrite_and_rotate_keeps_history(gate_env, tmp_path):
     env = {**gate_env, "GATE_SIGNING_KEY_FILE": str(tmp_path / "k.json")}
     first = json.loads(run(["keys", "signing-init"], env).stdout)
     assert oct((tmp_path / "k.json").stat().st_mode & 0o777) == "0o600"
-    assert run(["keys", "signing-init"], env, check=False).returncode == 1
+    assert run(["keys", "signing-init"], env, check=False).returncode == 2
     rotated = json.loads(run(["keys", "signing-rotate"], env).stdout)
     assert rotated["retired_key_ids"] == [first["active_key_id"]]
     assert rotated["active_key_id"] != first["active_key_id"]
@@ -55,7 +55,7 @@ def test_signing_init_refuses_to_overwrite_and_rotate_keeps_history(gate_env, tm
 
 def test_disable_unknown_key_fails(gate_env):
     done = run(["keys", "disable", "key_nope"], gate_env, check=False)
-    assert done.returncode == 1 and "no API key" in done.stderr
+    assert done.returncode == 2 and "CLI_REFUSED: no API key" in done.stderr
 
 
 def test_serve_refuses_several_workers_without_redis(gate_env):

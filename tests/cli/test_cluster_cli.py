@@ -115,7 +115,7 @@ def test_an_unreachable_scheduler_is_one_line_and_exit_2_within_the_timeout(data
     rebuild = gate("export", "--out", str(dataset / "ds"), "--rebuild-rollups", "--cluster", "tcp://127.0.0.1:9",
                    home=dataset / "home", timeout=60, **QUICK)
     assert rebuild.returncode == 2 and rebuild.stderr.count("\n") == 1
-    assert rebuild.stderr.startswith("gate export: cannot reach the Dask scheduler at 'tcp://127.0.0.1:9' within 2 s")
+    assert rebuild.stderr.startswith("gate export: CLUSTER_UNAVAILABLE: cannot reach the Dask scheduler at 'tcp://127.0.0.1:9' within 2 s")
     assert json.loads((dataset / "ds" / "manifest.json").read_text())["runs"] == 1  # nothing committed
     (dataset / "draft.json").write_text(json.dumps({"rulebook_id": "refund_approval"}))
     usage = gate_in_process(["dry-run", "--rulebook-id", "refund_approval", "--draft", str(dataset / "draft.json"),

@@ -84,7 +84,7 @@ def test_errors_exit_2_with_a_message_and_write_nothing(seeded, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     done = gate(["export", "--out", str(blocker / "ds")], seeded)
-    assert done.returncode == 2 and done.stderr.startswith("gate export: cannot write")
+    assert done.returncode == 2 and done.stderr.startswith("gate export: DATASET_INVALID: cannot write")
     other = tmp_path / "v0"
     other.mkdir()
     (other / "manifest.json").write_text('{"dataset_schema_version": "decision_dataset_v0"}')

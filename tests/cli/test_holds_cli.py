@@ -187,7 +187,7 @@ def test_refusals_are_one_line_with_exit_status_2(gate_env, api, held):
     _refused(_gate(gate_env, *resolve, decision_id, "--deny", "--reason-code", "SECOND"), "HOLD_ALREADY_RESOLVED")
     _refused(_gate(gate_env, "holds", "claim", "--scope", SCOPE, decision_id), "HOLD_ALREADY_RESOLVED")
     limit = _gate(gate_env, "holds", "list", "--scope", SCOPE, "--limit", "0")
-    assert limit.returncode == 2 and limit.stderr.strip() == "gate holds: --limit must be 1..500"
+    assert limit.returncode == 2 and limit.stderr.strip() == "gate holds: CLI_REFUSED: --limit must be 1..500"
 
 
 def test_no_option_names_an_identity_and_a_vote_is_required(gate_env, held):
@@ -221,7 +221,7 @@ def test_policy_is_shown_and_replaced_by_a_signed_operator_event(gate_env, calle
     _refused(_gate(gate_env, "holds", "policy", "--scope", SCOPE, "--set", str(tmp_path / "bad.json")),
              "HOLD_POLICY_INVALID")
     unreadable = _gate(gate_env, "holds", "policy", "--scope", SCOPE, "--set", str(tmp_path / "missing.json"))
-    assert unreadable.returncode == 2 and unreadable.stderr.startswith("gate holds: cannot read the hold policy")
+    assert unreadable.returncode == 2 and unreadable.stderr.startswith("gate holds: CLI_REFUSED: cannot read the hold policy")
 
 
 def test_gate_verify_checks_the_scopes_hold_chain_offline(gate_env, client, api, held, tmp_path):

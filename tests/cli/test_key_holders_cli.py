@@ -59,7 +59,7 @@ def test_a_key_is_created_for_its_holder_and_listed_with_it(gate_env):
 def test_a_key_that_acts_on_production_or_governance_names_its_holder(gate_env, permissions):
     refused = run(["keys", "create", "--scope", "acme", "--permissions", permissions, "--json"], gate_env)
     assert refused.returncode != 0 and refused.stdout == ""
-    assert refused.stderr.startswith("gate: --holder is required for a key with "), refused.stderr
+    assert refused.stderr.startswith("gate keys: CLI_REFUSED: --holder is required for a key with "), refused.stderr
     assert _listed(gate_env) == []  # nothing was created
 
 
@@ -67,7 +67,7 @@ def test_a_key_that_acts_on_production_or_governance_names_its_holder(gate_env, 
                                     "operator:", "guardrail", "service:a\nb", "service:" + "x" * 600])
 def test_a_holder_that_is_no_person_service_or_operator_is_refused(gate_env, holder):
     refused = run(["keys", "create", "--scope", "acme", "--permissions", "approve", "--holder", holder], gate_env)
-    assert refused.returncode != 0 and refused.stderr.startswith("gate: --holder: "), refused.stderr
+    assert refused.returncode == 2 and refused.stderr.startswith("gate keys: CLI_REFUSED: --holder: "), refused.stderr
     assert _listed(gate_env) == []
 
 
@@ -81,7 +81,7 @@ def test_a_key_that_acts_on_production_is_a_signed_grant_gate_verify_checks(gate
     assert run(["keys", "disable", made["key_id"]], gate_env).returncode == 0
     assert run(["keys", "enable", made["key_id"]], gate_env).returncode == 0
     missing = run(["keys", "enable", "key_000000000000"], gate_env)
-    assert missing.returncode == 1 and "no API key key_000000000000" in missing.stderr
+    assert missing.returncode == 2 and "no API key key_000000000000" in missing.stderr
     history = run(["keys", "history", "--scope", "acme"], gate_env)
     assert history.returncode == 0, history.stderr
     document = json.loads(history.stdout)

@@ -1,6 +1,6 @@
 """Issue 55, "Done when": a temporary git repository driven through the whole path against a served
 gate whose CI issuer is the tests' OpenID Connect provider. Init from the live gate, edit a rulebook,
-commit, plan (Markdown and JSON, exit 2, the figures `gate dry-run` reports), apply as the CI
+commit, plan (Markdown and JSON, exit 3, the figures `gate dry-run` reports), apply as the CI
 principal under require_approval (a pending request, the active version unchanged), approval by a
 person signed in through the provider (the workbench's relying party and Releases state), the
 version active, and `gate verify` of the release history naming the CI principal and the person."""
@@ -226,17 +226,17 @@ def test_the_ci_plan_runs_from_a_home_with_no_private_key(home, tmp_path, in_pro
         for trust in (["--key-fingerprint", active["public_key_fingerprint"]],
                       ["--key-registry", str(tmp_path / "receipt-keys.json")]):
             done = plan(*trust, "--out", str(tmp_path / f"plan-{trust[0][6:]}"))
-            assert done.returncode == 2, done.stdout + done.stderr  # something changes
+            assert done.returncode == 3, done.stdout + done.stderr  # something changes
             [change] = json.loads(done.stdout)["changes"]
             assert (change["rulebook_id"], change["to_version"]) == (RULEBOOK, "2026-12-09"), change
             manifest = json.loads((tmp_path / f"plan-{trust[0][6:]}" / SCOPE / RULEBOOK / "migration.json").read_text())
             source = manifest["dry_run"]["source"]
             assert source["dataset_key_id"] == active["key_id"], source  # its signature verified
         untrusted = plan("--out", str(tmp_path / "plan-none"))
-        assert untrusted.returncode == 1 and "DATASET_INVALID" in untrusted.stderr, untrusted.stderr
+        assert untrusted.returncode == 2 and "DATASET_INVALID" in untrusted.stderr, untrusted.stderr
         assert "no trusted Ed25519 key" in untrusted.stderr, untrusted.stderr
         wrong = plan("--key-fingerprint", "0" * 64, "--out", str(tmp_path / "plan-wrong"))
-        assert wrong.returncode == 1, wrong.stderr
+        assert wrong.returncode == 2, wrong.stderr
         assert f"POLICY_LAYOUT_INVALID: --key-fingerprint {'0' * 64}: the gate's key registry" in wrong.stderr
         report = subprocess.run([GATE, "report", "effectiveness", "--policy", RULEBOOK, "--dataset",
                                  str(tmp_path / "dataset"), "--key-registry", str(tmp_path / "receipt-keys.json"),

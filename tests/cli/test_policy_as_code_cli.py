@@ -80,7 +80,7 @@ def test_init_plan_apply_and_approval_over_a_git_repository(home, tmp_path, in_p
 
     out = tmp_path / "plan"
     planned = gate(home, "plan", "--dir", "policies", "--scope", SCOPE, "--out", str(out), cwd=repo)
-    assert planned.returncode == 2, planned.stdout + planned.stderr  # something changes
+    assert planned.returncode == 3, planned.stdout + planned.stderr  # something changes
     body = json.loads((out / "plan.json").read_text())  # what --format json prints
     [change] = body["changes"]
     assert (change["scope"], change["rulebook_id"], change["from_version"], change["to_version"]) == (
@@ -103,7 +103,7 @@ def test_init_plan_apply_and_approval_over_a_git_repository(home, tmp_path, in_p
 
     capsys.readouterr()
     assert in_process("apply", "--dir", str(repo / "policies"), "--scope", SCOPE, "--out", str(tmp_path / "a1"),
-                      "--format", "json") == 2
+                      "--format", "json") == 3
     [change] = json.loads(capsys.readouterr().out)["changes"]
     assert change["applied"]["result"] == "applied" and change["applied"]["action"] == "activate"
     assert status(in_process, capsys)["active"]["version"] == "2026-12-01"
@@ -117,7 +117,7 @@ def test_init_plan_apply_and_approval_over_a_git_repository(home, tmp_path, in_p
     git(repo, "commit", "-qam", "review refunds above 250")
     requested = gate(home, "apply", "--dir", "policies", "--scope", SCOPE, "--out", str(tmp_path / "a3"),
                      "--format", "json", cwd=repo)
-    assert requested.returncode == 2, requested.stdout + requested.stderr
+    assert requested.returncode == 3, requested.stdout + requested.stderr
     [change] = json.loads(requested.stdout)["changes"]
     assert change["applied"]["result"] == "requested"
     state = status(in_process, capsys)
@@ -190,7 +190,7 @@ def test_a_bad_layout_is_refused_and_nothing_is_published(tmp_path, in_process, 
     damage(root)
     before = status_of(in_process, capsys, "acme-retail")
     for command in ("plan", "apply"):
-        assert in_process(command, "--dir", str(root), "--out", str(tmp_path / "out")) == 1
+        assert in_process(command, "--dir", str(root), "--out", str(tmp_path / "out")) == 2
         err = capsys.readouterr().err
         assert "POLICY_LAYOUT_INVALID" in err and expected in err, err
     assert status_of(in_process, capsys, "acme-retail") == before
@@ -212,7 +212,7 @@ def status_of(in_process, capsys, scope: str) -> tuple:
                                        "lost_failures>1.5", ",".join(["lost_failures>0"] * 9)])
 def test_a_bad_fail_on_is_refused(tmp_path, in_process, capsys, condition):
     root = _layout(tmp_path, in_process, capsys)
-    assert in_process("plan", "--dir", str(root), "--fail-on", condition) == 1
+    assert in_process("plan", "--dir", str(root), "--fail-on", condition) == 2
     assert "POLICY_LAYOUT_INVALID: --fail-on" in capsys.readouterr().err
 
 
@@ -264,7 +264,7 @@ def test_plan_and_apply_against_a_remote_gate(home, tmp_path, in_process, capsys
                   "--format", "json"]
         first = subprocess.run([GATE, "apply", *remote, "--out", str(tmp_path / "r1")], env=env, cwd=repo,
                                capture_output=True, text=True, timeout=600)
-        assert first.returncode == 2, first.stdout + first.stderr
+        assert first.returncode == 3, first.stdout + first.stderr
         [change] = json.loads(first.stdout)["changes"]
         assert change["applied"]["result"] == "applied" and change["applied"]["actor"].startswith("key_")
         book["version"] = "2026-12-02"
@@ -273,13 +273,13 @@ def test_plan_and_apply_against_a_remote_gate(home, tmp_path, in_process, capsys
         git(repo, "commit", "-qam", "drop another rule")
         second = subprocess.run([GATE, "plan", *remote, "--out", str(tmp_path / "r2")], env=env, cwd=repo,
                                 capture_output=True, text=True, timeout=600)
-        assert second.returncode == 2, second.stdout + second.stderr
+        assert second.returncode == 3, second.stdout + second.stderr
         [change] = json.loads(second.stdout)["changes"]
         assert change["from_version"] == "2026-12-01" and "its body from commit" in change["baseline"]
         assert change["semantic_diff"]["verdict"] == "different" and change["manifest_hash"]
         without = subprocess.run([GATE, "plan", *remote], env=gate_env(home), cwd=repo, capture_output=True,
                                  text=True, timeout=120)
-        assert without.returncode == 1 and "GATE_API_KEY" in without.stderr
+        assert without.returncode == 2 and "GATE_API_KEY" in without.stderr
     finally:
         served.stop()
 
@@ -306,7 +306,7 @@ def test_a_new_rulebook_is_planned_without_a_history_to_replay(tmp_path, in_proc
     book = json.loads((root / "acme-retail" / "refund_approval.json").read_text())
     book["rulebook_id"] = "refund_approval_v2"
     (root / "acme-retail" / "refund_approval_v2.json").write_text(json.dumps(book))
-    assert in_process("plan", "--dir", str(root), "--out", str(tmp_path / "o"), "--format", "json") == 2
+    assert in_process("plan", "--dir", str(root), "--out", str(tmp_path / "o"), "--format", "json") == 3
     [change] = json.loads(capsys.readouterr().out)["changes"]
     assert change["rulebook_id"] == "refund_approval_v2" and change["from_version"] is None
     assert change["manifest_hash"] is None and change["semantic_diff"] is None
@@ -436,6 +436,6 @@ def test_init_policies_keeps_what_is_there_and_refuses_an_unknown_scope(tmp_path
     edited.write_text("{}")  # the author's own work in progress
     assert in_process("init-policies", str(root), "--scope", "acme-retail") == 0
     assert edited.read_text() == "{}" and "nothing written" in capsys.readouterr().out
-    assert in_process("init-policies", str(tmp_path / "other"), "--scope", "nowhere") == 1
+    assert in_process("init-policies", str(tmp_path / "other"), "--scope", "nowhere") == 2
     assert "POLICY_LAYOUT_INVALID: --scope nowhere: the gate knows no such scope" in capsys.readouterr().err
     assert not (tmp_path / "other").exists()

@@ -134,7 +134,7 @@ def test_unreadable_and_non_json_files_exit_2(tmp_path, files):
     for name, problem in (("missing.json", "unreadable"), ("broken.json", "invalid_json"), ("nan.json", "invalid_json")):
         done = gate("lint", name, "--json", cwd=tmp_path)
         assert done.returncode == 2 and json.loads(done.stdout)["error"]["problem"] == problem
-    assert "gate: cannot read missing.json" in gate("lint", "missing.json", cwd=tmp_path, process=True).stderr
+    assert "gate rulebook: RULEBOOK_INPUT_INVALID: cannot read missing.json" in gate("lint", "missing.json", cwd=tmp_path, process=True).stderr
 
 
 def test_flips_list_the_nearest_changes(tmp_path, files):
