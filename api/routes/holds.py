@@ -21,7 +21,7 @@ from gate.governance.table import HOLD_POLICY
 from gate.holds.policy import PRIORITIES
 from gate.services.decide import Caller
 from gate.services.governance import approval_members
-from gate.services.holds import ASSIGNEES, LIST_FILTERS, MAX_SEARCH, HoldService
+from gate.services.holds import ASSIGNEES, LIST_FILTERS, MAX_SEARCH, SEARCH_PATTERN, HoldService
 
 routes = Routes("holds", __name__)
 _HOLD = "/api/holds/{decision_id}"
@@ -66,7 +66,7 @@ def _holds() -> HoldService:
             {"type": "string", "enum": list(ASSIGNEES)}),
            ("search", "string", (f"a target object id, a source record id, or a decision id or its beginning "
                                  f"(one line, at most {MAX_SEARCH} characters)"),
-            {"type": "string", "maxLength": MAX_SEARCH}),
+            {"type": "string", "maxLength": MAX_SEARCH, "pattern": SEARCH_PATTERN}),
            ("limit", "integer", "at most this many (default 50, at most 500)",
             {"type": "integer", "minimum": 1, "maximum": 500}),
            ("offset", "integer", "skip this many", {"type": "integer", "minimum": 0, "maximum": 1_000_000})),

@@ -305,6 +305,10 @@ def hold_view(row: HoldRow, request: HoldRequest) -> HoldView:
 LIST_FILTERS = ("assignee", "priority", "policy", "search")
 ASSIGNEES = ("mine", "unassigned")
 MAX_SEARCH = 200
+# One line: no control character and no line or paragraph separator (the API documents the same
+# as SEARCH_PATTERN, so a client's schema check and this one agree).
+SEARCH_PATTERN = "^[^\u0000-\u001f\u007f-\u009f\u2028\u2029]*$"
+_NOT_ONE_LINE = frozenset({*map(chr, range(0x20)), *map(chr, range(0x7F, 0xA0)), "\u2028", "\u2029"})
 
 
 def list_query(filters: Mapping[str, str | None], reader: str | None, now: datetime) -> HoldQuery:
@@ -316,12 +320,13 @@ def list_query(filters: Mapping[str, str | None], reader: str | None, now: datet
     if unknown:
         raise GateError("REQUEST_INVALID", f"unknown filter(s): {', '.join(unknown)}", unknown=unknown)
     assignee, priority = filters.get("assignee") or None, filters.get("priority") or None
-    search = (filters.get("search") or "").strip() or None
+    raw_search = filters.get("search") or ""
+    search = raw_search.strip() or None
     if assignee is not None and (assignee not in ASSIGNEES or (assignee == "mine" and not reader)):
         raise GateError("REQUEST_INVALID", f"assignee must be one of {', '.join(ASSIGNEES)}", field="assignee")
     if priority is not None and priority not in PRIORITIES:
         raise GateError("REQUEST_INVALID", f"priority must be one of {', '.join(PRIORITIES)}", field="priority")
-    if search is not None and (len(search) > MAX_SEARCH or not search.isprintable()):
+    if len(raw_search) > MAX_SEARCH or not _NOT_ONE_LINE.isdisjoint(raw_search):
         raise GateError("REQUEST_INVALID", f"search must be one line of at most {MAX_SEARCH} characters",
                         field="search")
     return HoldQuery(states=(OPEN,), priority=priority, policy_id=filters.get("policy") or None,

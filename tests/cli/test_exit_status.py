@@ -25,6 +25,7 @@ CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
     "serve": (["serve", "--workers", "2"], {}, "CLI_REFUSED"),
     "demo": (["demo", "seed", "--decisions", "0"], {}, "DEMO_SEED_REFUSED"),
     "db": (["db", "upgrade"], {"GATE_DATABASE_URL": "sqlite:///{tmp}/missing/ledger.db"}, "CLI_REFUSED"),
+    "dispatch": (["dispatch"], {"GATE_DATABASE_URL": "sqlite:///{tmp}/missing/ledger.db"}, "CLI_REFUSED"),
     "keys": (["keys", "create", "--scope", "s", "--permissions", "bogus"], {}, "CLI_REFUSED"),
     "export": (["export", "--out", "{tmp}/dataset", "--batch-size", "0"], {}, "CLI_REFUSED"),
     "verify": (["verify", "{tmp}/missing.json"], {}, "VERIFY_INPUT_UNREADABLE"),
