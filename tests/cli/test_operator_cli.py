@@ -218,7 +218,8 @@ def test_help_shows_defaults_plans_and_every_setting(tmp_path):
 
 def test_the_settings_table_is_every_variable_the_code_reads():
     source = inspect.getsource(settings_module.Settings.from_env) + inspect.getsource(
-        settings_module._policycheck_settings) + inspect.getsource(settings_module._channel_settings)
+        settings_module._policycheck_settings) + inspect.getsource(settings_module._channel_settings) + inspect.getsource(
+        settings_module._retention_settings) + inspect.getsource(settings_module._privacy_settings)
     read = set(re.findall(r'"(GATE_[A-Z_]+)"', source))
     assert read == {name for name, _, _ in settings_module.VARIABLES}
 
