@@ -57,7 +57,7 @@ def add_holds_parser(sub: Subparsers) -> None:
     assignee.add_argument("--unassigned", dest="assignee", action="store_const", const="unassigned",
                           help="only the holds no reviewer has claimed (or whose claim has lapsed)")
     listed.add_argument("--search", default=None, help="only the holds of this target object id or source record id, or of this decision id "
-                                                   "(or ids beginning so)")
+                                                   "(or ids beginning so; default: no search)")
     listed.add_argument("--limit", type=int, default=50, help=f"at most this many, 1..{MAX_LIMIT} (default: 50)")
     listed.add_argument("--offset", type=int, default=0, help="skip this many of the ordered holds (default: 0)")
     listed.add_argument("--json", action="store_true", help="print the page as JSON")
