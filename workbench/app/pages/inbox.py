@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from functools import partial
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -227,7 +228,7 @@ def event_rows(detail: dict[str, Any] | None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["#", "at", "action", "by", "vote", "reason", "note", "queue", "outcome"])
 
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"  # served at /workbench-assets (inbox-keys.js)
+ASSETS = Path(str(resources.files("workbench.app") / "assets"))  # served at /workbench-assets (inbox-keys.js)
 POLL_MS = 500  # new and closed holds show within 2 s: a poll every half second (HoldService.version, one cheap read)
 
 
