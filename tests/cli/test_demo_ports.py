@@ -63,7 +63,7 @@ def test_a_busy_api_port_stops_the_demo_before_seeding(gate_env):
     with occupied() as holder:
         port = holder.getsockname()[1]
         done = demo(["--port", str(port), "--workbench-port", str(free_port()), "--seed-decisions", "5"], gate_env)
-    assert_one_line(done, f"gate demo: port {port} on 127.0.0.1 is busy (wanted by the API)",
+    assert_one_line(done, f"gate demo: CLI_REFUSED: port {port} on 127.0.0.1 is busy (wanted by the API)",
                     "PORT=N scripts/demo", "gate demo --port N")
     assert_nothing_written(gate_env)
 
@@ -72,7 +72,7 @@ def test_a_busy_workbench_port_stops_the_demo_before_seeding(gate_env):
     with occupied() as holder:
         port = holder.getsockname()[1]
         done = demo(["--port", str(free_port()), "--workbench-port", str(port), "--seed-decisions", "5"], gate_env)
-    assert_one_line(done, f"gate demo: port {port} on 127.0.0.1 is busy (wanted by the policy workbench)",
+    assert_one_line(done, f"gate demo: CLI_REFUSED: port {port} on 127.0.0.1 is busy (wanted by the policy workbench)",
                     "WORKBENCH_PORT=N scripts/demo", "gate demo --workbench-port N", "0: the API alone")
     assert_nothing_written(gate_env)
 

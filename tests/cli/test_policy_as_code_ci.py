@@ -129,7 +129,7 @@ def test_a_ci_principal_applies_and_a_signed_in_person_approves(home, tmp_path, 
         monkeypatch.chdir(repo)
         remote = ["--dir", "policies", "--scope", SCOPE, "--gate", served.base, "--dataset", str(tmp_path / "dataset")]
         capsys.readouterr()
-        assert in_process("plan", *remote, "--out", str(tmp_path / "plan")) == 2  # something changes
+        assert in_process("plan", *remote, "--out", str(tmp_path / "plan")) == 3  # something changes
         markdown = capsys.readouterr().out
         assert "pricing\\_exception" in markdown and "Signed manifest" in markdown, markdown
         [change] = json.loads((tmp_path / "plan" / "plan.json").read_text())["changes"]  # what --format json prints
@@ -139,7 +139,7 @@ def test_a_ci_principal_applies_and_a_signed_in_person_approves(home, tmp_path, 
         assert json.loads(capsys.readouterr().out)["decisions_changed"] == change["decisions_changed"]
 
         capsys.readouterr()
-        assert in_process("apply", *remote, "--format", "json", "--out", str(tmp_path / "apply")) == 2
+        assert in_process("apply", *remote, "--format", "json", "--out", str(tmp_path / "apply")) == 3
         [change] = json.loads(capsys.readouterr().out)["changes"]
         assert change["applied"]["result"] == "requested", change
         state = state_of(in_process, capsys)
