@@ -155,8 +155,9 @@ def test_a_workbench_address_without_the_app_path_is_refused_before_anything_is_
     """Issue 65: `GATE_WORKBENCH_URL=https://host` made every Inbox link land on "Pick a scope"."""
     decision_id = held["decision_id"]
     refused = _gate(gate_env, "holds", "resolve", "--scope", SCOPE, decision_id, "--deny", "--reason-code", "NO",
-                    env={"GATE_WORKBENCH_URL": "https://gate.example.org"})
+                    env={"GATE_WORKBENCH_URL": "https://gate.example.org"}, process=True)
     assert refused.returncode == 2 and "GATE_WORKBENCH_URL must be the workbench app's address" in refused.stderr
+    assert "https://gate.example.org/workbench" in refused.stderr  # the address it should be
     assert api.resolution(decision_id).get_json()["state"] == "open"
 
 
