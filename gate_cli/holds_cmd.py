@@ -81,7 +81,8 @@ def add_holds_parser(sub: Subparsers) -> None:
             vote.add_argument("--deny", dest="vote", action="store_const", const="deny", help="deny the held action (this or --approve is required)")
             parser.add_argument("--reason-code", required=True,
                                 help="why, as a code: an upper-case letter, then upper-case letters, digits or _ "
-                                     "(2-64 characters; required)")
+                                     "(2-64 characters; one of the queue's reason_codes where it states them; "
+                                     "required)")
             parser.add_argument("--note", default=None,
                                 help="a note for the record (required where the queue asks for a justification; "
                                      "default: none)")

@@ -18,6 +18,9 @@ with the reference verifier:
   (`gate.services.notify` sends them through the events outbox).
 * `queues.<name>.show` (optional): the request members and facts those channels state; the rest
   is masked (`gate.disclosure`; absent: the question, requested action, target and amount).
+* `queues.<name>.reason_codes` (optional): the only reason codes a vote of that queue takes,
+  `{"approve": [...], "deny": [...]}`, and the lists the Inbox offers (`reason_codes`; absent: a
+  vote takes any code of the pattern, and the Inbox offers `DEFAULT_REASON_CODES`).
 
 Any one deny closes a hold as denied, whatever the quorum: a hold never approves on fewer
 approvals than its quorum names. A PUT states the whole policy; nothing falls back to a default
@@ -78,6 +81,13 @@ class NotifyJSON(NotifyChannels):
     every_seconds: int
 
 
+class ReasonCodes(TypedDict):
+    """The reason codes a reviewer picks from, per vote."""
+
+    approve: list[str]
+    deny: list[str]
+
+
 class QueueJSON(TypedDict):
     """A queue as a policy states it (`notify` only when it has channels)."""
 
@@ -89,6 +99,7 @@ class QueueJSON(TypedDict):
     escalate_to: str | None
     notify: NotRequired[NotifyJSON]
     show: NotRequired[list[str]]
+    reason_codes: NotRequired[ReasonCodes]
 
 
 class RouteJSON(TypedDict):
@@ -141,6 +152,8 @@ class Queue:
     escalate_to: str | None = None
     notify: Notify | None = None
     show: tuple[str, ...] = DEFAULT_SHOW  # what its channels state (gate.disclosure)
+    # the only codes its votes take, (approve, deny); None: any code of the pattern
+    codes: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
     def to_json(self) -> QueueJSON:
         out: QueueJSON = {"deadline_seconds": self.deadline_seconds, "quorum": self.quorum, "members": list(self.members),
@@ -150,7 +163,13 @@ class Queue:
             out["notify"] = self.notify.to_json()
         if self.show != DEFAULT_SHOW:  # so does a queue that shows what every queue did by default
             out["show"] = list(self.show)
+        if self.codes is not None:
+            out["reason_codes"] = {"approve": list(self.codes[0]), "deny": list(self.codes[1])}
         return out
+
+    def takes(self, decision: str, reason_code: str) -> bool:
+        """Whether a vote `decision` (approve, deny) of this queue may give `reason_code`."""
+        return self.codes is None or reason_code in self.codes[0 if decision == "approve" else 1]
 
     def approvals_needed(self) -> int:
         """How many distinct approving principals close a hold of this queue as approved."""
@@ -284,7 +303,13 @@ def _queue(name: str, spec: Mapping[str, Any]) -> Queue:
     if after is not None and after >= deadline:
         raise _invalid(f"{where}: escalation must come before the deadline")
     return Queue(name, deadline, spec["quorum"], tuple(spec["members"]), spec["require_justification"], after, to,
-                 _notify(where, spec.get("notify")), tuple(spec.get("show", DEFAULT_SHOW)))
+                 _notify(where, spec.get("notify")), tuple(spec.get("show", DEFAULT_SHOW)),
+                 _codes(spec.get("reason_codes")))
+
+
+def _codes(spec: Mapping[str, Any] | None) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """A queue's reason codes the schema has passed (absent: None, any code)."""
+    return None if spec is None else (tuple(spec["approve"]), tuple(spec["deny"]))
 
 
 def _notify(where: str, spec: Mapping[str, Any] | None) -> Notify | None:
@@ -439,14 +464,8 @@ def _moved_through(before: HoldPolicy, after: HoldPolicy, went: Queue, goes: Que
         before.path(went.name) or (went,), after.path(goes.name) or (goes,)))
 
 
-class ReasonCodes(TypedDict):
-    """The reason codes a reviewer picks from, per vote."""
-
-    approve: list[str]
-    deny: list[str]
-
-
-# The reason codes of a queue whose policy states none (issue 65: picked, not typed).
+# The reason codes the Inbox offers for a queue whose policy states none (issue 65: picked, not
+# typed); such a queue's votes take any code of the pattern.
 DEFAULT_REASON_CODES: ReasonCodes = {
     "approve": ["CHECKED_WITH_REQUESTER", "WITHIN_POLICY", "EXCEPTION_JUSTIFIED"],
     "deny": ["OUTSIDE_POLICY", "NEEDS_MORE_EVIDENCE", "DUPLICATE_REQUEST", "NOT_RECOGNISED"],
@@ -454,5 +473,17 @@ DEFAULT_REASON_CODES: ReasonCodes = {
 
 
 def reason_codes(queue: Queue | None) -> ReasonCodes:
-    """The reason codes a reviewer of `queue` picks from (the Inbox's lists)."""
+    """The reason codes a reviewer of `queue` picks from (the Inbox's lists): the queue's
+    `reason_codes`, or the defaults where it states none."""
+    if queue is not None and queue.codes is not None:
+        return {"approve": list(queue.codes[0]), "deny": list(queue.codes[1])}
     return {"approve": list(DEFAULT_REASON_CODES["approve"]), "deny": list(DEFAULT_REASON_CODES["deny"])}
+
+
+def check_reason_code(queue: Queue | None, decision: str, reason_code: str) -> None:
+    """A vote's reason code against its queue's list (`Queue.takes`): HOLD_RESOLUTION_INVALID,
+    naming the codes the queue takes, and nothing changes."""
+    if queue is not None and not queue.takes(decision, reason_code):
+        codes = reason_codes(queue)["approve" if decision == "approve" else "deny"]
+        raise GateError("HOLD_RESOLUTION_INVALID", f"reason_code {reason_code!r} is not one of queue {queue.name!r}'s "
+                        f"{decision} codes: {', '.join(codes)}", reason_codes=codes)

@@ -54,7 +54,16 @@ from gate.holds.events import (
     build_head,
 )
 from gate.holds.links import inbox_url
-from gate.holds.policy import PRIORITIES, Guard, HoldPolicy, Queue, disclosed, move_loosens, recipients
+from gate.holds.policy import (
+    PRIORITIES,
+    Guard,
+    HoldPolicy,
+    Queue,
+    check_reason_code,
+    disclosed,
+    move_loosens,
+    recipients,
+)
 from gate.holds.request import HoldRequest
 from gate.holds.similar import NEAREST, WINDOW, nearest
 from gate.keys.config import LiveSigning, SigningSetup
@@ -646,6 +655,7 @@ class HoldService:
             raise GateError("HOLD_ALREADY_VOTED", "this holder has already approved this hold (with one of its keys)")
         if row["require_justification"] and not vote.note:
             raise GateError("HOLD_RESOLUTION_INVALID", "this queue requires a written justification (note)")
+        check_reason_code(queue, vote.decision, vote.reason_code)
         self._check_claim(row, principal)
         counted = [a for a in approvals if queue is None or queue.quorum != "all" or _approval_is_member(a, queue)]
         closes = vote.decision == "deny" or len(counted) + 1 >= row["approvals_needed"]

@@ -162,7 +162,7 @@ def test_an_empty_ledger_exports_a_signed_empty_dataset_that_every_reader_opens(
     report said the dataset could not be used. It now commits run 1 with no rows, signed; a rerun
     with still nothing new changes nothing."""
     out = tmp_path / "ds"
-    first = here(["export", "--out", str(out), "--json"], gate_env)
+    first = gate(["export", "--out", str(out), "--json"], gate_env)  # a subprocess of the real entry point
     assert first.returncode == 0, first.stderr
     summary = json.loads(first.stdout)
     assert summary["run"] == 1 and summary["files"] == [] and summary["new_rows"]["decisions"] == 0
@@ -178,3 +178,15 @@ def test_an_empty_ledger_exports_a_signed_empty_dataset_that_every_reader_opens(
     assert report.returncode == 0, report.stderr
     sample = json.loads(report.stdout)["sample"]
     assert sample["decisions_considered"] == 0 and sample["first_decision_at"] is None, sample
+    # and the workbench's pages open it (without a manifest each said "the dataset cannot be used")
+    from gate.keys.config import SigningSetup
+    from gate.ledger import Ledger
+    from workbench.app.store import WorkbenchStore
+
+    store = WorkbenchStore(Ledger(gate_env["GATE_DATABASE_URL"]),
+                           SigningSetup.load(Path(gate_env["GATE_SIGNING_KEY_FILE"]), None, "hmac"), out)
+    try:
+        status = store.dataset_status()
+        assert status["ok"] is True, status
+    finally:
+        store.ledger.dispose()

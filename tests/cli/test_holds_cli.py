@@ -155,8 +155,9 @@ def test_a_workbench_address_without_the_app_path_is_refused_before_anything_is_
     """Issue 65: `GATE_WORKBENCH_URL=https://host` made every Inbox link land on "Pick a scope"."""
     decision_id = held["decision_id"]
     refused = _gate(gate_env, "holds", "resolve", "--scope", SCOPE, decision_id, "--deny", "--reason-code", "NO",
-                    env={"GATE_WORKBENCH_URL": "https://gate.example.org"})
+                    env={"GATE_WORKBENCH_URL": "https://gate.example.org"}, process=True)
     assert refused.returncode == 2 and "GATE_WORKBENCH_URL must be the workbench app's address" in refused.stderr
+    assert "https://gate.example.org/workbench" in refused.stderr  # the address it should be
     assert api.resolution(decision_id).get_json()["state"] == "open"
 
 
@@ -188,6 +189,23 @@ def test_refusals_are_one_line_with_exit_status_2(gate_env, api, held):
     _refused(_gate(gate_env, "holds", "claim", "--scope", SCOPE, decision_id), "HOLD_ALREADY_RESOLVED")
     limit = _gate(gate_env, "holds", "list", "--scope", SCOPE, "--limit", "0")
     assert limit.returncode == 2 and limit.stderr.strip() == "gate holds: CLI_REFUSED: --limit must be 1..500"
+
+
+def test_resolve_takes_only_the_queue_s_reason_codes(gate_env, client, issue_key, api, held):
+    """Issue 65: a queue's `reason_codes` hold for the local operator as for an API key: a code
+    outside the list is one line naming the list, exit status 2, and nothing is recorded."""
+    admin = Holds(client, issue_key(scope=SCOPE, permissions="admin")["api_key"])
+    codes = {"approve": ["MARGIN_OK", "EXCEPTION_SIGNED"], "deny": ["TOO_THIN"]}
+    assert admin.put_policy(policy({"default": {**queue(), "reason_codes": codes}})).status_code == 200
+    decision_id = held["decision_id"]
+    resolve = ("holds", "resolve", "--scope", SCOPE, decision_id)
+    refused = _gate(gate_env, *resolve, "--approve", "--reason-code", "TOO_THIN", process=True)
+    _refused(refused, "HOLD_RESOLUTION_INVALID")
+    assert "approve codes: MARGIN_OK, EXCEPTION_SIGNED" in refused.stderr
+    _refused(_gate(gate_env, *resolve, "--deny", "--reason-code", "MARGIN_OK"), "HOLD_RESOLUTION_INVALID")
+    assert api.show(decision_id).get_json()["hold"]["events"] == []
+    approved = _gate(gate_env, *resolve, "--approve", "--reason-code", "EXCEPTION_SIGNED")
+    assert approved.returncode == 0 and approved.stdout.splitlines()[-1] == "the hold is approved", approved.stderr
 
 
 def test_no_option_names_an_identity_and_a_vote_is_required(gate_env, held):

@@ -550,6 +550,26 @@ def test_a_refused_click_is_told_to_the_clicker_alone_through_a_slack_response_u
     assert shown["state"] == "open" and shown["hold"]["approvals"] == []
 
 
+def test_a_click_is_a_vote_with_slack_s_reason_code_which_a_queue_s_list_must_name(gate, keys, slack_api, clock):
+    """Issue 65: a queue's `reason_codes` hold for a Slack click too (its code is SLACK_APPROVE or
+    SLACK_DENY): outside the list, the click is refused, told to the clicker, and changes nothing."""
+    admin = Holds(gate.test_client(), keys["admin"])
+    codes = {"approve": ["CHECKED_INVOICE"], "deny": ["NOT_IN_CONTRACT", "SLACK_DENY"]}
+    assert admin.put_policy(policy({"default": {**queue(), "reason_codes": codes}})).status_code == 200
+    record = _held(gate, keys)
+    feedback = slack_api.url + "respond/T0001/B0001/xyz"
+    answer = _signed(gate.test_client(), _interaction(record["decision_id"], response_url=feedback), clock.now())
+    assert (answer.status_code, answer.get_json()["error"]) == (400, "HOLD_RESOLUTION_INVALID")
+    (path, told, _), = slack_api.calls
+    assert path == "xyz" and "not recorded" in told["text"] and "HOLD_RESOLUTION_INVALID" in told["text"]
+    assert "SLACK_APPROVE" in told["text"] and "CHECKED_INVOICE" in told["text"]
+    shown = Holds(gate.test_client(), keys["caller"]).resolution(record["decision_id"]).get_json()
+    assert shown["state"] == "open" and shown["hold"]["approvals"] == []
+    answer = _signed(gate.test_client(), _interaction(record["decision_id"], action="hold_deny"), clock.now())
+    assert answer.status_code == 200 and answer.get_json()["hold"]["state"] == "denied"
+    assert answer.get_json()["event"]["reason_code"] == "SLACK_DENY"
+
+
 def test_an_escalated_hold_is_told_to_the_next_queue_s_channels_at_once(gate, keys, smtp, slack_api, clock):
     admin = Holds(gate.test_client(), keys["admin"])
     leads = {**queue(), "notify": _channels(every=600, email=("leads@example.org",), slack="C0999LEADS")}

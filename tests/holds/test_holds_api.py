@@ -272,6 +272,52 @@ def test_routes_send_a_rule_to_its_queue_with_its_priority(gate, keys):
     assert hold["decision_id"] == record["decision_id"] and hold["priority"] == "urgent"
 
 
+DESK_CODES = {"approve": ["CHECKED_INVOICE", "EXCEPTION_SIGNED"], "deny": ["NOT_IN_CONTRACT"]}
+
+
+def test_a_vote_takes_only_its_queue_s_reason_codes_and_a_refused_one_changes_nothing(gate, keys):
+    """Issue 65, item 3: `queues.<q>.reason_codes` is the only list a vote of that queue gives,
+    per decision; a code outside it (or the other decision's) is HOLD_RESOLUTION_INVALID naming
+    the list, and nothing is recorded. A queue stating none takes any code of the pattern."""
+    admin = _as(gate, keys, "admin")
+    desk = {**queue(), "reason_codes": DESK_CODES}
+    routes = [{"policy_id": "pricing_exception", "rule_id": None, "queue": "desk", "priority": "normal"}]
+    put = admin.put_policy(policy({"default": queue(), "desk": desk}, routes))
+    assert put.status_code == 200, put.get_json()
+    assert put.get_json()["policy"]["queues"]["desk"]["reason_codes"] == DESK_CODES
+    assert "reason_codes" not in put.get_json()["policy"]["queues"]["default"]
+    record = _held(gate, keys)
+    reviewer = _as(gate, keys, "reviewer")
+    for decision, code in (("approve", "CHECKED"), ("approve", "NOT_IN_CONTRACT"), ("deny", "CHECKED_INVOICE")):
+        refused = reviewer.resolve(record["decision_id"], decision, code)
+        assert refused.status_code == 400 and refused.get_json()["error"] == "HOLD_RESOLUTION_INVALID"
+        listed = DESK_CODES[decision]
+        assert refused.get_json()["reason_codes"] == listed and ", ".join(listed) in refused.get_json()["message"]
+        assert reviewer.show(record["decision_id"]).get_json()["hold"]["events"] == []
+    assert reviewer.resolve(record["decision_id"], "deny", "NOT_IN_CONTRACT").status_code == 201
+    assert reviewer.resolution(record["decision_id"]).get_json()["state"] == "denied"
+    assert admin.put_policy(policy({"default": queue(), "desk": queue()}, routes)).status_code == 200
+    other = _held(gate, keys, margin=11)
+    assert reviewer.resolve(other["decision_id"], "approve", "ANY_CODE_AT_ALL").status_code == 201
+
+
+@pytest.mark.parametrize("codes, fragment", [
+    ({"approve": ["OK_CODE"]}, "reason_codes"),
+    ({"approve": [], "deny": ["NO_CODE"]}, "reason_codes"),
+    ({"approve": ["ok_code"], "deny": ["NO_CODE"]}, "reason_codes"),
+    ({"approve": ["OK_CODE", "OK_CODE"], "deny": ["NO_CODE"]}, "reason_codes"),
+    ({"approve": ["OK_CODE"], "deny": ["NO_CODE"], "abstain": ["MAYBE"]}, "reason_codes"),
+    (["OK_CODE"], "reason_codes"),
+])
+def test_a_malformed_reason_code_list_is_refused_and_the_policy_stays(gate, keys, codes, fragment):
+    admin = _as(gate, keys, "admin")
+    refused = admin.put_policy(policy({"default": {**queue(), "reason_codes": codes}}))
+    assert refused.status_code == 400 and refused.get_json()["error"] == "HOLD_POLICY_INVALID"
+    assert fragment in refused.get_json()["message"], refused.get_json()
+    shown = gate.test_client().get("/api/holds/policy", headers={"x-api-key": keys["admin"]}).get_json()
+    assert "reason_codes" not in shown["policy"]["queues"]["default"]
+
+
 @pytest.mark.parametrize("body, fragment", [
     ({"decision": "maybe", "reason_code": "X1"}, "decision"),
     ({"decision": "approve", "reason_code": "lower"}, "reason_code"),

@@ -187,6 +187,23 @@ def test_widening_what_a_queue_s_channels_show_waits_for_a_second_principal(clie
     assert client.put(HOLD_POLICY, json=policy(narrower), headers=_h(keys, "admin")).status_code == 200
 
 
+def test_a_queue_s_reason_codes_change_at_once_as_a_signed_change_weakening_nothing(client, keys):
+    """Issue 65: a queue's `reason_codes` say why a vote went as it did, not whether it counts: a
+    list stated, narrowed, widened or dropped changes no guard, wait or recipient, so each applies
+    at once under required approvals, one signed event of the governance chain each."""
+    _require_approvals(client, keys)
+    seen = []
+    for codes in ({"approve": ["CHECKED"], "deny": ["NO_CODE"]}, {"approve": ["CHECKED"], "deny": ["NO_CODE", "LATE"]},
+                  {"approve": ["CHECKED", "WAIVED"], "deny": ["LATE"]}, None):
+        desk = {**queue(), **({"reason_codes": codes} if codes else {})}
+        answer = client.put(HOLD_POLICY, json=policy({"default": desk}), headers=_h(keys, "admin"))
+        assert answer.status_code == 200, answer.get_json()
+        assert answer.get_json()["event"]["weakens"] == [] and answer.get_json()["pending"] == []
+        assert answer.get_json()["policy"]["queues"]["default"].get("reason_codes") == codes
+        seen.append(answer.get_json()["event"]["seq"])
+    assert len(set(seen)) == 4
+
+
 def test_a_stronger_hold_policy_applies_at_once_and_without_required_approvals_anything_does(client, keys):
     _require_approvals(client, keys)
     stronger = policy({"default": queue(deadline=600, quorum="two", justification=True)})

@@ -11,6 +11,7 @@ import copy
 
 import pytest
 
+from gate.holds.policy import DEFAULT_REASON_CODES
 from gate.principals import Principal
 from gate.services.decide import Caller
 from tests.holds.support import policy, queue
@@ -155,6 +156,32 @@ def test_bulk_deny_claim_and_reassign_go_hold_by_hold_under_four_eyes(desk):
     viewer.bulk("deny")
     assert viewer.message.startswith("bulk deny: 0 of 1 done; ") and "HOLD_PERMISSION_DENIED" in viewer.message
     assert store.holds.show("acme", ids[6])["state"] == "open"
+
+
+def test_the_inbox_offers_each_queue_s_reason_codes_and_the_service_holds_them_in_bulk(desk):
+    """Issue 65: the lists offered are the cursor hold's queue's (`queues.<q>.reason_codes`, else
+    the defaults); a bulk deny with one queue's code is refused for a hold of a queue that does not
+    list it (HOLD_RESOLUTION_INVALID, quoted), which stays open."""
+    store, ids, _ = desk
+    month = 30 * 86_400
+    finance = {"approve": ["CHECKED_INVOICE"], "deny": ["NOT_IN_CONTRACT"]}
+    admin = Principal.operator("admin")
+    store.holds.set_policy("acme", admin, frozenset({"admin"}),
+                           policy({"default": queue(month), "finance": {**queue(month), "reason_codes": finance}}))
+    store.holds.reassign("acme", admin, frozenset({"resolve"}), ids[5], {"queue": "finance"})
+    bob = InboxState(store, person("bob", "reviewer"), scope="acme")
+    bob.open(ids[5])
+    assert bob.codes == finance and (bob.approve_code, bob.deny_code) == ("CHECKED_INVOICE", "NOT_IN_CONTRACT")
+    bob.open(ids[6])
+    assert bob.codes == DEFAULT_REASON_CODES and bob.deny_code == DEFAULT_REASON_CODES["deny"][0]
+    bob.checked = [ids[5], ids[6]]
+    bob.bulk("deny")
+    assert bob.message.startswith("bulk deny: 1 of 2 done; "), bob.message
+    assert f"{ids[5]}: resolve refused (HOLD_RESOLUTION_INVALID)" in bob.message and "NOT_IN_CONTRACT" in bob.message
+    assert [store.holds.show("acme", i)["state"] for i in ids[5:7]] == ["open", "denied"]
+    bob.open(ids[5])
+    bob.deny_cursor()
+    assert store.holds.show("acme", ids[5])["events"][-1]["reason_code"] == "NOT_IN_CONTRACT"
 
 
 def test_the_poll_reads_again_only_when_the_holds_moved(desk):
