@@ -10,6 +10,7 @@ line break is data, in the JSON and on one line of the text."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -60,10 +61,13 @@ def _export(client, headers, **body):
     return client.post(ROUTE, json=body, headers=headers)
 
 
-def test_a_subject_s_decisions_holds_and_events_with_the_members_holding_their_values(gate, keys):
+def test_a_subject_s_decisions_holds_and_events_with_the_members_holding_their_values(gate, keys, caplog):
     client = gate.test_client()
     records = _set_up(client, keys)
-    answer = _export(client, keys["a"], subject=CUSTOMER)
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG):
+        answer = _export(client, keys["a"], subject=CUSTOMER)
+    assert CUSTOMER not in caplog.text and EMAIL not in caplog.text  # shown in the answer, never logged
     assert answer.status_code == 200, answer.get_json()
     body = answer.get_json()
     mine = [records[i]["decision_id"] for i in (0, 1, 3)]
@@ -156,11 +160,12 @@ def _gate(gate_env, *args: str) -> subprocess.CompletedProcess:
                           env={**os.environ, **gate_env}, timeout=300, check=False)
 
 
-def test_the_command_lists_the_subject_s_data_from_the_ledger_and_the_dataset(gate, keys, gate_env, tmp_path):
+@pytest.mark.parametrize("layout", ["parquet", "iceberg"])
+def test_the_command_lists_the_subject_s_data_from_the_ledger_and_the_dataset(gate, keys, gate_env, tmp_path, layout):
     client = gate.test_client()
     records = _set_up(client, keys)
     root = tmp_path / "dataset"
-    exported = _gate(gate_env, "export", "--out", str(root), "--settle-seconds", "0")
+    exported = _gate(gate_env, "export", "--out", str(root), "--settle-seconds", "0", "--format", layout)
     assert exported.returncode == 0, exported.stderr
     run = _gate(gate_env, "subject", "export", CUSTOMER, "--scope", "tenant_a", "--dataset", str(root),
                 "--format", "json")
@@ -205,3 +210,27 @@ def test_the_command_prints_a_key_with_markup_and_a_line_break_as_data(gate, key
     assert run.returncode == 0, run.stderr
     assert "\r" not in run.stdout and "\nX-Injected" not in run.stdout
     assert json.dumps(MARKUP, ensure_ascii=False) in run.stdout.splitlines()[0]
+
+
+def test_a_dataset_row_is_found_by_the_subject_s_keyed_hash_alone(gate, keys, tmp_path):
+    """A subject key among the facts: the dataset's row is found by the token the export wrote,
+    with no decision id from the ledger (what a row whose ledger request is gone still gives)."""
+    from gate.services.subjects import subject_tokens
+    from workbench.dataset.export import export_ledger
+    from workbench.dataset.subjects import dataset_rows
+
+    client = gate.test_client()
+    by_email = {**privacy(), "data_map": {"members": {}, "subject_key": "context.inputs.customer_email"}}
+    assert client.put("/api/privacy", json=by_email, headers=keys["a"]).status_code == 200
+    mine = _decide(client, keys["a"], customer_request())
+    _decide(client, keys["a"], customer_request(OTHER_CUSTOMER, "bob@example.org"))
+    runtime = gate.extensions["gate"]
+    root = str(tmp_path / "dataset")
+    export_ledger(runtime.ledger, root, signer=None, settle_seconds=0, privacy_key=runtime.privacy.key)
+    tokens = subject_tokens(runtime.privacy, "tenant_a", EMAIL)
+    rows = dataset_rows(root, "tenant_a", [], tokens)
+    assert [(r["table"], r["decision_id"]) for r in rows] == [("decisions", mine["decision_id"]),
+                                                              ("facts/pricing_exception", mine["decision_id"])]
+    assert rows[0]["members"] == ["/facts_json/customer_email"] and rows[1]["members"] == ["customer_email::s"]
+    assert dataset_rows(root, "tenant_b", [], tokens) == []  # another scope's rows are not read
+    assert dataset_rows(root, "tenant_a", [], subject_tokens(runtime.privacy, "tenant_b", EMAIL)) == []
