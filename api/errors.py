@@ -180,6 +180,8 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     # Issue 67: the data map and the masking rules (docs/privacy.md).
     "PRIVACY_SETTINGS_INVALID": (400, "invalid_request"),
     "PRIVACY_PERMISSION_DENIED": (403, "forbidden"),
+    "SUBJECT_EXPORT_INVALID": (400, "invalid_request"),
+    "SUBJECT_KEY_UNDECLARED": (409, "subject_key_undeclared"),
 }
 
 

@@ -166,6 +166,7 @@ SCHEMAS: dict[str, Mapping[str, object]] = {
     "ReleasePolicyPatch": _RELEASE_POLICY_PATCH,
     "EventSettings": bodies.openapi_schema("event-settings"),  # gate/bodies/event-settings.schema.json
     "PrivacySettings": bodies.openapi_schema("privacy"),  # gate/bodies/privacy.schema.json (issue 67)
+    "SubjectExport": bodies.openapi_schema("subject-export"),  # gate/bodies/subject-export.schema.json
     "EventSubscription": bodies.openapi_schema("event-subscription"),  # gate/bodies/event-subscription.schema.json
     "EventSubscriptionStatus": bodies.openapi_schema("event-subscription-status"),
     "EventSecretRotation": bodies.openapi_schema("event-rotation"),

@@ -1,5 +1,5 @@
 """The `gate` console script: serve, keys, db, demo, export, verify, report, scopes, release, events, holds,
-rulebook, dry-run, workbench, conformance, migration, checkpoint, init-policies, plan, apply.
+subject, rulebook, dry-run, workbench, conformance, migration, checkpoint, init-policies, plan, apply.
 
 It is composed outside the core: `gate verify` and `gate rulebook` import only `gate` (they work
 offline with only the core installed); every other subcommand imports the server packages (the
@@ -56,6 +56,7 @@ from gate_cli.release_cmd import add_release_parser
 from gate_cli.report_cmd import add_report_parser
 from gate_cli.rulebook_cmd import add_rulebook_parser
 from gate_cli.scopes_cmd import add_scopes_parser
+from gate_cli.subject_cmd import add_subject_parser
 from gate_cli.sweep_cmd import add_sweep_parser
 from gate_cli.verify_cmd import add_verify_parser
 from gate_cli.workbench_cmd import add_workbench_parser, start_beside
@@ -395,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (add_export_parser, add_verify_parser, add_report_parser, add_scopes_parser, add_release_parser,
                 add_events_parser, add_dispatch_parser, add_holds_parser,
                 add_rulebook_parser, add_dry_run_parser, add_sweep_parser, add_workbench_parser, add_contract_parsers,
-                add_checkpoint_parser, add_policy_parsers):
+                add_checkpoint_parser, add_policy_parsers, add_subject_parser):
         add(sub)
     apply_everywhere(parser)
     return parser

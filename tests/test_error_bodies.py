@@ -248,6 +248,11 @@ CASES.update({
         "x-api-key": c.issue_key(scope="privacy", permissions="decide,admin")["api_key"]}),
     "PRIVACY_PERMISSION_DENIED": lambda c: c.client.get("/api/privacy", headers={
         "x-api-key": c.issue_key(scope="privacy", permissions="decide")["api_key"]}),
+    # A subject's export (tests/privacy/test_subject_export.py): a scope that names no subject key.
+    "SUBJECT_KEY_UNDECLARED": lambda c: c.client.post("/api/subjects/exports", json={"subject": "cus_1"}, headers={
+        "x-api-key": c.issue_key(scope="privacy", permissions="decide,admin")["api_key"]}),
+    "SUBJECT_EXPORT_INVALID": lambda c: c.client.post("/api/subjects/exports", json={"subject": ""}, headers={
+        "x-api-key": c.issue_key(scope="privacy", permissions="decide,admin")["api_key"]}),
 })
 
 

@@ -1,6 +1,7 @@
 """A scope's data map and masking rules over HTTP (issue 67; docs/privacy.md): read them, state
 them (a signed governance event, setting `privacy`; a loosening while the scope requires
-approvals is a request), approve another holder's request."""
+approvals is a request), approve another holder's request; and a data subject's export (Art. 15),
+the subject's key in a body so it never lands in a URL or a log."""
 
 from __future__ import annotations
 
@@ -16,11 +17,14 @@ from gate.governance.table import DENIED, PRIVACY
 from gate.principals import require
 from gate.services.decide import Caller
 from gate.services.governance import approval_members
+from gate.services.subjects import INVALID as SUBJECT_INVALID
+from gate.services.subjects import UNDECLARED, SubjectService
 
 routes = Routes("privacy", __name__)
 _ERRORS = AUTH_ERRORS + ("PRIVACY_PERMISSION_DENIED", "LEDGER_UNAVAILABLE")
 _KEYED = {401: "missing or invalid key", 403: "key lacks admin"}
 WEIGHT = Weight(base=2)
+EXPORT_WEIGHT = Weight(base=20)  # a subject export reads up to 20,000 rows (gate.services.subjects.PAGE_ROWS)
 
 
 @routes.route(
@@ -75,4 +79,26 @@ def approve(caller: Caller) -> Response:
     request_seq, reason = approval_members(PRIVACY, read_json(request, runtime().settings.max_body_bytes))
     answer = runtime().privacy.approve(caller.scope, principal_of(caller), caller.permissions, request_seq, reason)
     runtime().wake_dispatcher()
+    return json_response(200, {"ok": True, **answer})
+
+
+@routes.route(Endpoint(
+    "post", "/api/subjects/exports", "A data subject's access request (GDPR Art. 15): `{subject, after?}` lists "
+    "every decision of the caller's scope whose request names `subject` at the data map's `subject_key`, the "
+    "holds of those decisions and the outbox events about them, each with the members that hold the subject's "
+    "values (request paths with their values; JSON Pointers where a record, hold or event copies one). Needs "
+    "`admin`. POST, not GET: the key is personal data and stays out of URLs and logs. One call reads at most "
+    "20,000 rows; `next` (null at the end) is the cursor the next call sends as `after`. Another scope's "
+    "decisions are never read: a subject found nowhere answers 200 with empty lists.", True,
+    {200: "{ok, scope, subject, subject_key, decisions, holds, events, scanned, next}", 400: "malformed body",
+     **_KEYED, 409: "the scope's data map names no subject key", 413: "body too large", 415: MEDIA},
+    errors=BODY_ERRORS + _ERRORS + (SUBJECT_INVALID, UNDECLARED), request_body="SubjectExport",
+    tags=("privacy",), charged=True))
+@keyed("SVC_API_UNAUTHORIZED")
+@charged(EXPORT_WEIGHT)
+def subject_export(caller: Caller) -> Response:
+    """One page of a subject's export (admin), read from the caller's scope only."""
+    require(caller.permissions, "admin", DENIED[PRIVACY])
+    body = read_json(request, runtime().settings.max_body_bytes)
+    answer = SubjectService(runtime().ledger, runtime().privacy).export_body(caller.scope, body)
     return json_response(200, {"ok": True, **answer})

@@ -101,9 +101,9 @@ def test_every_subcommand_help_shows_defaults_and_required_options(monkeypatch):
 
 
 def test_the_help_subprocesses_print_the_parsers_pages(monkeypatch):
-    """The shell prints exactly the pages checked above (top level, one command, a nested one)."""
+    """The shell prints exactly the pages checked above (top level, one command, nested ones)."""
     paths = {" ".join(words): parser for words, parser in _paths()}
-    for words in ("", "report", "holds resolve"):
+    for words in ("", "report", "holds resolve", "subject export"):
         done = _help(words.split())
         assert done.returncode == 0, (words, done.stderr)
         assert done.stdout == _page(paths[words], monkeypatch), words
