@@ -43,7 +43,7 @@ from gate.ledger import Ledger  # noqa: E402
 from gate.ledger.tables import holds as holds_table  # noqa: E402
 from gate.principals import Principal  # noqa: E402
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS  # noqa: E402
-from gate.services.holds import HoldService  # noqa: E402
+from gate.services.root import hold_service  # noqa: E402
 from workbench.dataset import export as export_module  # noqa: E402
 from workbench.dataset.export import export_ledger  # noqa: E402
 from workbench.dataset.load import conform, empty, holds_from_dataset, holds_from_ledger  # noqa: E402
@@ -88,7 +88,7 @@ def resolve(ledger: Ledger, signing: SigningSetup, args: argparse.Namespace) -> 
     """Approve, deny or leave each hold the seed left open (seeded), then sweep the rest past their
     deadlines. (The demo seed resolves its holds itself, as the scenario's reviewers: then nothing is left.)"""
     clock = Clock()
-    service = HoldService(ledger, signing, clock)
+    service = hold_service(ledger, signing, clock)
     rng = random.Random(args.seed)
     with ledger.read() as connection:
         rows = [dict(r) for r in connection.execute(

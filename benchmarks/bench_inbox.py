@@ -50,7 +50,8 @@ from gate.keys.config import SigningSetup  # noqa: E402
 from gate.keys.signing import generate_keyring  # noqa: E402
 from gate.ledger import Ledger  # noqa: E402
 from gate.ledger.tables import holds as holds_table  # noqa: E402
-from gate.services.decide import Caller, DecisionService  # noqa: E402
+from gate.services.decide import Caller  # noqa: E402
+from gate.services.root import decision_services  # noqa: E402
 from workbench.app.access import Identity, Rights  # noqa: E402
 from workbench.app.pages.inbox import _hold_rows  # noqa: E402
 from workbench.app.state.inbox import InboxState  # noqa: E402
@@ -95,7 +96,7 @@ def build(url: str, home: Path, open_holds: int) -> WorkbenchStore:
     body = copy.deepcopy(REQUEST)
     body["context"]["inputs"].update(discount_percent=15, margin_percent=12)
     clock = FixedClock(NOW - timedelta(hours=1))
-    record = DecisionService(ledger, signing, clock=clock).decide(
+    record = decision_services(ledger, signing, clock=clock, releases=False).decisions.decide(
         Caller("key_test", SCOPE, "starter", 1000, 10_000_000), body).record
     assert record["verdict"] == "review", record["verdict"]
     with ledger.write() as connection:

@@ -102,6 +102,7 @@ def _physical(ledger: Any, kind: str) -> tuple[int, int]:
 def _ledger(kind: str, days: int, scale: int, pass_hours: int) -> dict[str, Any]:
     from gate.ledger import Ledger
     from gate.services.events import EventService
+    from gate.services.governance import SafeguardSettings
 
     home = Path(tempfile.mkdtemp(prefix=f"gate-bench-retention-{kind}-"))
     url, drop = _database(kind, home)
@@ -109,7 +110,7 @@ def _ledger(kind: str, days: int, scale: int, pass_hours: int) -> dict[str, Any]
     try:
         ledger.upgrade()
         clock = SimulatedClock()
-        service = EventService(ledger, clock, allow_hosts=("127.0.0.1",))
+        service = EventService(ledger, clock, allow_hosts=("127.0.0.1",), safeguards=SafeguardSettings(ledger))
         with ledger.write() as connection:  # the scope's sequence row, as its first event makes it
             from gate.ledger.tables import event_sequences
 

@@ -125,7 +125,8 @@ def _dispatch(args: argparse.Namespace, service: EventService, settings: Setting
     # What leaves is masked by each scope's privacy rules (docs/privacy.md), as `gate serve` masks it.
     stream = (JetStreamPublisher(service.outbox, settings.nats_url, settings.nats_stream, body_of=service.body_of)
               if settings.nats_url else None)
-    notifier = notifier_from_settings(service.outbox.ledger, settings, privacy=service.privacy)  # e-mail, Slack
+    notifier = notifier_from_settings(service.outbox.ledger, settings, service.safeguards,
+                                      privacy=service.privacy)  # e-mail, Slack
     tasks = dict(notifier.tasks()) if notifier is not None else {}
     if args.once:
         posts = service.dispatch_once(f"cli-{getpass.getuser()}")

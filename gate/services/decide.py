@@ -76,14 +76,14 @@ class DecisionService:
         adapters: AdapterRegistry | None = None,
         confidence: bool = True,
         advisory: AdvisoryService | None = None,
-        inbox_base: str | None = None,
-        hold_opener: HoldOpener | None = None,
-        snapshots: RulebookSnapshots | None = None,
+        hold_opener: HoldOpener,
+        snapshots: RulebookSnapshots,
         releases: ReleaseService | None = None,
     ) -> None:
-        """`releases`: the release service that routes decides by reference and runs shadows and
-        canaries (docs/releases.md), built on the same `snapshots` (`gate.services.root` builds
-        both first); None: inline decides only."""
+        """Built by the composition root (`gate.services.root.decision_services`), which builds
+        the rulebook `snapshots` and the `hold_opener` once. `releases`: the release service that
+        routes decides by reference and runs shadows and canaries (docs/releases.md), built on the
+        same `snapshots`; None: inline decides only."""
         self.ledger = ledger
         self.signing = signing
         self.schema_url = schema_url
@@ -91,9 +91,9 @@ class DecisionService:
         self.ids = ids or RandomIds()
         self.adapters = adapters or AdapterRegistry()
         self.confidence = confidence
-        self.snapshots = snapshots or RulebookSnapshots(ledger, signing, self.clock)
+        self.snapshots = snapshots
         self.advisory = advisory  # None: the advisory modes are 422 LEGACY_MODE_UNAVAILABLE
-        self.pipeline = DecisionPipeline(ledger, signing, self.clock, self.ids, inbox_base, hold_opener)
+        self.pipeline = DecisionPipeline(ledger, signing, self.clock, self.ids, hold_opener)
         self.releases = releases
 
     # ------------------------------------------------------------------ decide

@@ -158,7 +158,14 @@ class EventService:
                  poster: Poster | None = None, resolve: Callable[[str, int], list[str]] | None = None,
                  signing: Any = None, lease_seconds: int = LEASE_SECONDS,
                  on_attempt: Callable[[bool, bool], None] | None = None,
-                 retention_days: int = RETENTION_DAYS, retention_bytes: int = 0) -> None:
+                 retention_days: int = RETENTION_DAYS, retention_bytes: int = 0,
+                 safeguards: SafeguardSettings, governance: GovernanceService | None = None,
+                 privacy: PrivacyService | None = None) -> None:
+        """Built by the composition root (`gate.services.root.event_service`): `safeguards` says
+        whether a scope requires approvals (read fresh); `governance`, the serving process's
+        governed-change service, makes a new subscription a request a second holder approves
+        (None: subscriptions change directly); `privacy` masks every delivery by the scope's
+        `events` rule (docs/privacy.md; None: the rows leave as stored)."""
         self.outbox = Outbox(ledger)
         self.retention_days = retention_days  # 0: events are kept for ever
         self.retention_bytes = retention_bytes  # GATE_EVENTS_RETENTION_BYTES; 0: no size bound
@@ -174,16 +181,8 @@ class EventService:
         self._resolve = resolve
         self.on_attempt = on_attempt  # (ok, replay): the shell's metrics
         self.breakers = Breakers(lambda: self.clock.now().timestamp())  # per scope and endpoint, this process's
-        # Whether a scope requires approvals (read only); the serving process gives the governed-change
-        # service (`govern_with`) that makes a subscription a request a second holder approves.
-        self.safeguards = SafeguardSettings(ledger, cache_seconds=0)
-        self.governance: GovernanceService | None = None
-        # What a delivery sends of an outbox row: masked by the scope's `events` rule when the
-        # composition root gives the privacy service (`mask_with`; docs/privacy.md).
-        self.privacy: PrivacyService | None = None
-
-    def mask_with(self, privacy: PrivacyService) -> None:
-        """Mask every delivery (webhooks, the stream) by the scope's `events` rule."""
+        self.safeguards = safeguards
+        self.governance = governance
         self.privacy = privacy
 
     def body_of(self, row: Mapping[str, Any]) -> bytes:
@@ -191,10 +190,6 @@ class EventService:
         if self.privacy is None:
             return str(row["event_json"]).encode("utf-8")
         return self.privacy.event_body(row)
-
-    def govern_with(self, governance: GovernanceService) -> None:
-        """Govern new subscriptions through `governance` (the serving process's, witnessed)."""
-        self.governance = governance
 
     def _target(self, url: object) -> Target:
         """The checked target, or TargetRefused (EVENT_TARGET_REFUSED)."""

@@ -26,13 +26,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 from gate import bodies
 from gate.chain.event_witness import event_tree_root, hold_chain_id
 from gate.chain.links import scope_hash
-from gate.clock import Clock, SystemClock, iso_ms
+from gate.clock import Clock, iso_ms
 from gate.errors import GateError, SigningUnavailable
 from gate.governance.table import HOLD_POLICY
 from gate.holds import request as hold_request
@@ -113,11 +112,12 @@ def _facts_text(facts: Any) -> str:
 class HoldOpener:
     """The hold a decide opens with its record (see the module docstring)."""
 
-    def __init__(self, ledger: Ledger, inbox_base: str | None = None) -> None:
+    def __init__(self, ledger: Ledger, safeguards: SafeguardSettings, inbox_base: str | None = None) -> None:
         self.holds = HoldLedger(ledger)
         self.inbox_base = inbox_base  # the workbench's address: hold events link to the Inbox
-        # Kept by the version the database states (issue 68): a change applies to the next decide.
-        self.safeguards = SafeguardSettings(ledger)
+        # The composition root's one safeguard reader: the hold policy is kept by the version the
+        # database states (issue 68), so a change applies to the next decide.
+        self.safeguards = safeguards
 
     def policy(self, scope: str) -> HoldPolicy:
         """The hold policy in force (gate.services.governance: the governance chain's, or the hold
@@ -157,8 +157,8 @@ class DeferredOpener(HoldOpener):
     finds a backdated hold open. A decide that fails after its opening leaves its row here: the
     writer of history stops at the failure."""
 
-    def __init__(self, ledger: Ledger, inbox_base: str | None = None) -> None:
-        super().__init__(ledger, inbox_base)
+    def __init__(self, ledger: Ledger, safeguards: SafeguardSettings, inbox_base: str | None = None) -> None:
+        super().__init__(ledger, safeguards, inbox_base)
         self.deferred: dict[str, HoldRow] = {}
 
     def opening(self, scope: str, record: Mapping[str, Any], requested_by: str, facts: Any,
@@ -394,16 +394,16 @@ def parse_vote(body: Any) -> Vote:
 class HoldService:
     """Every use case of held actions but the opening (see the module docstring)."""
 
-    def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None, *,
-                 checkpoint_log: Path | None = None, inbox_base: str | None = None) -> None:
+    def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock, *,
+                 witness: EventChainWitness, governance: GovernanceService, opener: HoldOpener) -> None:
+        """Built by the composition root (`gate.services.root`) with its one witness of the
+        event chains (the gate's checkpoint log, `GATE_CHECKPOINT_LOG`), its one governed-change
+        service (the hold policy changes through it) and its one hold opener."""
         self.holds = HoldLedger(ledger)
-        self.opener = HoldOpener(ledger, inbox_base)  # inbox_base: the workbench's address (GATE_WORKBENCH_URL)
+        self.opener = opener  # its inbox_base: the workbench's address (GATE_WORKBENCH_URL)
         self.signing = signing
-        clock = clock or SystemClock()
-        # The hold chain (and the governance chain its policy changes through) in the gate's
-        # witnessed checkpoint log (`GATE_CHECKPOINT_LOG`).
-        self.witness = EventChainWitness(signing, clock, checkpoint_log)
-        self.governance = GovernanceService(ledger, signing, clock, cache_seconds=0, witness=self.witness)
+        self.witness = witness
+        self.governance = governance
         self.clock = clock  # one clock for the holds, their witness and the hold policy's governed changes
         self._closed = threading.Condition()
         self._listeners: list[Callable[[str], None]] = []

@@ -25,7 +25,7 @@ from functools import partial
 from typing import Any
 
 from gate.chain.links import scope_hash
-from gate.clock import Clock, SystemClock, iso_ms
+from gate.clock import Clock, iso_ms
 from gate.errors import GateError, SigningUnavailable
 from gate.governance.table import API_KEYS
 from gate.keys.apikeys import HOLDER_REQUIRED, parse_permissions, permissions_text
@@ -73,12 +73,14 @@ class KeyService:
     """The scope's keys that act on production, through the one governed-change service, and
     the key chain over one ledger, signing with the receipt key."""
 
-    def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None,
-                 governance: GovernanceService | None = None) -> None:
+    def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock,
+                 governance: GovernanceService) -> None:
+        """Built by the composition root (`gate.services.root.key_service`) with its one
+        governed-change service (the serving process's; `gate keys`: one witnessed in GATE_CHECKPOINT_LOG)."""
         self.ledger = ledger
         self.signing = signing
-        self.clock = clock or SystemClock()
-        self.governance = governance or GovernanceService(ledger, signing, self.clock)
+        self.clock = clock
+        self.governance = governance
         # The key chain in the governance chain's witnessed checkpoint log (issue 64): a grant is
         # written only on a chain that extends its checkpoint, and checkpointed after.
         self.store = ReleaseLedger(ledger, self.governance.store.witness)

@@ -59,7 +59,8 @@ from gate.ledger.holds import HoldLedger
 from gate.ledger.outbox import Outbox
 from gate.ledger.slack_messages import SlackMessages
 from gate.privacy.datamap import NOTICES
-from gate.services.holds import HoldOpener, hold_requests
+from gate.services.governance import SafeguardSettings
+from gate.services.holds import hold_requests
 from gate.services.privacy import PrivacyService
 
 log = logging.getLogger("gate.notify")
@@ -150,15 +151,18 @@ def _update(client: Any, messages: SlackMessages, message: dict[str, Any], decis
 class Notifier:
     """The configured channels over one ledger; `tasks()` are the dispatcher's passes."""
 
-    def __init__(self, ledger: Ledger, channels: Sequence[Channel], clock: Clock | None = None,
-                 inbox_base: str | None = None, privacy: PrivacyService | None = None) -> None:
+    def __init__(self, ledger: Ledger, channels: Sequence[Channel], safeguards: SafeguardSettings,
+                 clock: Clock | None = None, inbox_base: str | None = None,
+                 privacy: PrivacyService | None = None) -> None:
+        """`safeguards`: the composition root's one reader of the hold policy in force (each
+        queue's recipients and `show`)."""
         self.ledger = ledger
         # The scope's data map and `notices` rule (issue 67): what `show` names still leaves only
         # as that rule lets it (gate.holds.disclosure.disclose; docs/privacy.md).
         self.privacy = privacy
         self.outbox = Outbox(ledger)
         self.holds = HoldLedger(ledger)
-        self.opener = HoldOpener(ledger)
+        self.safeguards = safeguards
         self.channels = tuple(channels)
         self.clock = clock or SystemClock()
         self.inbox_base = inbox_base
@@ -199,7 +203,7 @@ class Notifier:
         never skipped)."""
         name = f"notify.{channel.name}"
         head = self.outbox.head(scope)
-        queues = {q.name: q for q in self.opener.policy(scope).queues
+        queues = {q.name: q for q in self.safeguards.hold_policy(scope).queues
                   if q.notify is not None and channel.wants(q.notify)}
         cursor = self.outbox.stream_cursor(name, scope)
         if not queues:
@@ -289,7 +293,7 @@ class Notifier:
         return tuple(_names(record.get("missing_fields"))), tuple(_names(record.get("invalid_fields")))
 
 
-def notifier_from_settings(ledger: Ledger, settings: Any, clock: Clock | None = None,
+def notifier_from_settings(ledger: Ledger, settings: Any, safeguards: SafeguardSettings, clock: Clock | None = None,
                            privacy: PrivacyService | None = None) -> Notifier | None:
     """The channels `settings` configure (gate.settings: GATE_SMTP_URL and GATE_SMTP_FROM,
     GATE_SLACK_BOT_TOKEN), or None when neither is; `privacy`: the data map they ask (issue 67)."""
@@ -299,4 +303,4 @@ def notifier_from_settings(ledger: Ledger, settings: Any, clock: Clock | None = 
         channels.append(email_channel(settings.smtp_url, settings.smtp_from, outbound))
     if settings.slack_bot_token:
         channels.append(slack_channel(settings.slack_bot_token, settings.slack_api_url, ledger, outbound))
-    return Notifier(ledger, channels, clock, settings.workbench_url, privacy) if channels else None
+    return Notifier(ledger, channels, safeguards, clock, settings.workbench_url, privacy) if channels else None

@@ -185,14 +185,14 @@ class DecisionPipeline:
     """Replay, signer check, seal and store: the steps shared by every way of deciding."""
 
     def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock, ids: IdSource,
-                 inbox_base: str | None = None, hold_opener: HoldOpener | None = None) -> None:
+                 hold_opener: HoldOpener) -> None:
         self.ledger = ledger
         self.signing = signing
         self.clock = clock
         self.ids = ids
         # A held verdict opens its hold in the decide's transaction; its event links to the Inbox
-        # at `inbox_base` (GATE_WORKBENCH_URL). A writer of history passes its `DeferredOpener`.
-        self.holds = hold_opener or HoldOpener(ledger, inbox_base)
+        # at the opener's `inbox_base` (GATE_WORKBENCH_URL). A writer of history's opener defers.
+        self.holds = hold_opener
         self.mirror = MirrorFlags(ledger)  # scopes that opted in to decision.created (docs/events.md)
 
     def replay_known(self, claim: Claim) -> DecideResult | None:

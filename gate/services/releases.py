@@ -18,11 +18,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from pathlib import Path
 from typing import Any, Protocol, TypedDict, cast
 
 from gate.chain.links import scope_hash
-from gate.clock import Clock, SystemClock, iso_ms
+from gate.clock import Clock, iso_ms
 from gate.errors import GateError, SigningUnavailable
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
@@ -181,20 +180,22 @@ class ReleaseService:
     """Publish, release, route, shadow and guard; scoped to the caller's scope throughout."""
 
     def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, *, snapshots: Snapshots,
-                 clock: Clock | None = None, cache_seconds: float = CACHE_SECONDS,
-                 on_trip: Callable[[str, str, GuardrailReport], None] | None = None,
-                 checkpoint_log: Path | None = None) -> None:
+                 clock: Clock, witness: EventChainWitness, safeguards: GovernanceService,
+                 cache_seconds: float = CACHE_SECONDS,
+                 on_trip: Callable[[str, str, GuardrailReport], None] | None = None) -> None:
+        """Built by the composition root (`gate.services.root`) with its one `witness` (the release
+        and governance chains in the gate's checkpoint log, `GATE_CHECKPOINT_LOG`) and its one
+        governed-change service, `safeguards` (the decide path reads the release policy there)."""
         self.ledger = ledger
         self.signing = signing
         self.snapshots = snapshots
-        self.clock = clock or SystemClock()
-        # The release and governance chains in the gate's witnessed checkpoint log (`GATE_CHECKPOINT_LOG`).
-        self.witness = EventChainWitness(signing, self.clock, checkpoint_log)
+        self.clock = clock
+        self.witness = witness
         self.store = ReleaseLedger(ledger, self.witness)
         self.cache_seconds = cache_seconds
         self.on_trip = on_trip
         self._cache: dict[tuple[str, str], tuple[float, ReleaseState]] = {}
-        self.safeguards = GovernanceService(ledger, signing, self.clock, cache_seconds, self.witness)
+        self.safeguards = safeguards
         self._lock = threading.Lock()
         self._canary_decides: dict[tuple[str, str], int] = {}
         # The releases whose guardrails are owed a check (oldest first), run by the `release-guard`

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # the services bring the ledger (SQLAlchemy): loaded when the
     from gate.clock import Clock, IdSource
     from gate.ledger import Ledger
     from gate.services.advisory import AdvisoryService
-    from gate.services.chains import AuditChainService
+    from gate.services.chains import AuditChainService, EventChainWitness
     from gate.services.decide import DecisionService
     from gate.services.events import Dispatcher, EventService
     from gate.services.governance import GovernanceService, SafeguardSettings
@@ -91,6 +91,11 @@ class DecisionServices:
     lifecycle: LifecycleService
     audit: AuditChainService
     events: EventService
+    # Built once and shared (issue 66, item 5): the one governed-change service every safeguard
+    # setting changes through, and the one opener every held decide opens its hold with.
+    governance: GovernanceService
+    opener: HoldOpener
+    privacy: PrivacyService | None  # the data map and masking rules (with the settings' privacy key)
 
     def release_service(self) -> ReleaseService:
         """The release service; composed without one (`releases=False`) is a programming error."""
@@ -103,7 +108,7 @@ def decision_services(ledger: Ledger, signing: SigningSetup | LiveSigning, *, se
                       clock: Clock | None = None, ids: IdSource | None = None,
                       adapters: AdapterRegistry | None = None, confidence: bool | None = None,
                       releases: bool = True, on_trip: Callable[..., Any] | None = None,
-                      checkpoint_log: Path | None = None, hold_opener: HoldOpener | None = None,
+                      checkpoint_log: Path | None = None, deferred_holds: bool = False,
                       allow_hosts: Collection[str] = (), on_attempt: AttemptHook | None = None) -> DecisionServices:
     """The decision service over `ledger`, signing with `signing`, and the services beside it.
 
@@ -116,12 +121,17 @@ def decision_services(ledger: Ledger, signing: SigningSetup | LiveSigning, *, se
     `on_trip` called when a guardrail trips; False leaves decides inline only (the golden corpus,
     the demo seed). `clock`, `ids`: the system's when None. `checkpoint_log`: the witnessed log
     of the release, governance, hold and audit chains (default: the settings' `GATE_CHECKPOINT_LOG`).
-    `hold_opener`: how a held record opens its hold (the demo seed's `DeferredOpener` writes each
-    hold whole when it closes); default, in the decide's own transaction. `allow_hosts`: the
+    `deferred_holds`: a held record's hold waits in the opener (`DeferredOpener`, the demo seed
+    writes each hold whole when it closes); default, it opens in the decide's own transaction.
+    The governed-change service, the chains' witness and the hold opener are built once here and
+    shared by every service that uses them. `allow_hosts`: the
     hosts webhooks may reach without settings (with them, `GATE_WEBHOOK_ALLOW_HOSTS`);
     `on_attempt(delivered, retried)`: called after each webhook delivery attempt."""
     from gate.clock import SystemClock
+    from gate.services.chains import EventChainWitness
     from gate.services.decide import DecisionService
+    from gate.services.governance import GovernanceService
+    from gate.services.holds import DeferredOpener, HoldOpener
     from gate.services.releases import ReleaseService
     from gate.services.snapshots import RulebookSnapshots
 
@@ -141,62 +151,92 @@ def decision_services(ledger: Ledger, signing: SigningSetup | LiveSigning, *, se
     # the decision service), then the decision service that routes its decides through both.
     clock = clock or SystemClock()
     snapshots = RulebookSnapshots(ledger, signing, clock)
-    release_service = (ReleaseService(ledger, signing, snapshots=snapshots, clock=clock, on_trip=on_trip,
-                                      checkpoint_log=checkpoint_log) if releases else None)
+    witness = EventChainWitness(signing, clock, checkpoint_log)
+    governance = GovernanceService(ledger, signing, clock, witness=witness)
+    inbox_base = settings.workbench_url if settings is not None else None
+    opener = (DeferredOpener if deferred_holds else HoldOpener)(ledger, governance, inbox_base)
+    release_service = (ReleaseService(ledger, signing, snapshots=snapshots, clock=clock, witness=witness,
+                                      safeguards=governance, on_trip=on_trip) if releases else None)
     service = DecisionService(ledger, signing, schema_url=schema_url, clock=clock, ids=ids, adapters=adapters,
                               confidence=True if confidence is None else confidence, advisory=advisory,
-                              inbox_base=settings.workbench_url if settings is not None else None,
-                              hold_opener=hold_opener, snapshots=snapshots, releases=release_service)
-    return _beside(service, release_service, ledger, signing, settings, checkpoint_log, allow_hosts, on_attempt)
+                              hold_opener=opener, snapshots=snapshots, releases=release_service)
+    return _beside(service, release_service, Shared(ledger, signing, witness, governance, opener), settings,
+                   allow_hosts, on_attempt)
 
 
-def _beside(service: DecisionService, release_service: ReleaseService | None, ledger: Ledger,
-            signing: SigningSetup | LiveSigning, settings: Settings | None, checkpoint_log: Path | None,
-            allow_hosts: Collection[str], on_attempt: AttemptHook | None) -> DecisionServices:
+@dataclass(frozen=True)
+class Shared:
+    """What `decision_services` builds once and hands to every service that uses it."""
+
+    ledger: Ledger
+    signing: SigningSetup | LiveSigning
+    witness: EventChainWitness
+    governance: GovernanceService
+    opener: HoldOpener
+
+
+def _beside(service: DecisionService, release_service: ReleaseService | None, shared: Shared,
+            settings: Settings | None, allow_hosts: Collection[str], on_attempt: AttemptHook | None) -> DecisionServices:
     """`decision_services`' services beside the decision service, on its clock."""
     from gate.services.chains import AuditChainService
+    from gate.services.holds import HoldService
     from gate.services.lifecycle import LifecycleService
 
-    clock = service.clock
-    holds = hold_service(ledger, signing, clock, settings=settings, checkpoint_log=checkpoint_log)
+    ledger, signing, clock = shared.ledger, shared.signing, service.clock
+    holds = HoldService(ledger, signing, clock, witness=shared.witness, governance=shared.governance,
+                        opener=shared.opener)
     lifecycle = LifecycleService(ledger, clock, signing, after_outcome=release_service.after_outcome
                                  if release_service is not None else None)
-    events = event_service(ledger, signing, clock, settings=settings, allow_hosts=allow_hosts, on_attempt=on_attempt)
+    privacy = privacy_service(ledger, shared.governance, settings) if settings is not None else None
+    events = event_service(ledger, signing, clock, settings=settings, allow_hosts=allow_hosts, on_attempt=on_attempt,
+                           governance=shared.governance, privacy=privacy)
     return DecisionServices(service, release_service, holds=holds, lifecycle=lifecycle,
-                            audit=AuditChainService(ledger, signing, clock, checkpoint_log=checkpoint_log),
-                            events=events)
+                            audit=AuditChainService(ledger, signing, clock,
+                                                    checkpoint_log=shared.witness.checkpoint_log),
+                            events=events, governance=shared.governance, opener=shared.opener, privacy=privacy)
 
 
 def hold_service(ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None, *,
                  settings: Settings | None = None, checkpoint_log: Path | None = None) -> HoldService:
-    """The held actions' service: its events link to the Inbox (the settings' GATE_WORKBENCH_URL)
-    and its chains are witnessed in `checkpoint_log` (default: the settings' GATE_CHECKPOINT_LOG).
-    `decision_services` builds it; `gate holds` builds only it."""
-    from gate.services.holds import HoldService
+    """The held actions' service alone (`gate holds`, the tests' desks): its events link to the
+    Inbox (the settings' GATE_WORKBENCH_URL) and its chains are witnessed in `checkpoint_log`
+    (default: the settings' GATE_CHECKPOINT_LOG); `decision_services` builds it with the rest."""
+    from gate.clock import SystemClock
+    from gate.services.chains import EventChainWitness
+    from gate.services.governance import GovernanceService
+    from gate.services.holds import HoldOpener, HoldService
 
     if settings is not None and checkpoint_log is None:
         checkpoint_log = settings.checkpoint_log
-    return HoldService(ledger, signing, clock, checkpoint_log=checkpoint_log,
-                       inbox_base=settings.workbench_url if settings is not None else None)
+    clock = clock or SystemClock()
+    witness = EventChainWitness(signing, clock, checkpoint_log)
+    governance = GovernanceService(ledger, signing, clock, witness=witness)
+    opener = HoldOpener(ledger, governance, settings.workbench_url if settings is not None else None)
+    return HoldService(ledger, signing, clock, witness=witness, governance=governance, opener=opener)
 
 
 def event_service(ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None, *,
                   settings: Settings | None = None, allow_hosts: Collection[str] = (),
-                  on_attempt: AttemptHook | None = None) -> EventService:
+                  on_attempt: AttemptHook | None = None, governance: GovernanceService | None = None,
+                  privacy: PrivacyService | None = None) -> EventService:
     """The events out: the settings' allowed hosts, lease and retention (without settings,
-    `allow_hosts` and the defaults); `on_attempt(delivered, retried)` after each webhook attempt.
-    `decision_services` builds it; `gate events` builds only it."""
+    `allow_hosts` and the defaults); `on_attempt(delivered, retried)` after each webhook attempt;
+    `governance`: the service a new subscription is a governed change through (the serving
+    process's; None: subscriptions change directly); `privacy`: the masking of every delivery
+    (with settings and none given, the settings' privacy key over the scope's data map, read
+    directly). `decision_services` builds it; `gate events` builds only it."""
     from gate.services.events import EventService
     from gate.services.governance import SafeguardSettings
 
+    safeguards = governance or SafeguardSettings(ledger, cache_seconds=0)
     if settings is None:
-        return EventService(ledger, clock, allow_hosts=allow_hosts, signing=signing, on_attempt=on_attempt)
-    events = EventService(ledger, clock, allow_hosts=settings.webhook_allow_hosts, signing=signing,
-                          lease_seconds=settings.events_lease_seconds, on_attempt=on_attempt,
-                          retention_days=settings.events_retention_days,
-                          retention_bytes=settings.events_retention_bytes)
-    events.mask_with(privacy_service(ledger, SafeguardSettings(ledger), settings))  # docs/privacy.md
-    return events
+        return EventService(ledger, clock, allow_hosts=allow_hosts, signing=signing, on_attempt=on_attempt,
+                            safeguards=safeguards, governance=governance, privacy=privacy)
+    return EventService(ledger, clock, allow_hosts=settings.webhook_allow_hosts, signing=signing,
+                        lease_seconds=settings.events_lease_seconds, on_attempt=on_attempt,
+                        retention_days=settings.events_retention_days,
+                        retention_bytes=settings.events_retention_bytes, safeguards=safeguards,
+                        governance=governance, privacy=privacy or privacy_service(ledger, safeguards, settings))
 
 
 def privacy_service(ledger: Ledger, safeguards: SafeguardSettings, settings: Settings) -> PrivacyService:
@@ -256,28 +296,28 @@ def serving_services(core: DecisionServices, ledger: Ledger, signing: SigningSet
     policy_alerts = PolicyAlertService(ledger, clock, anomalies, max_age_days=settings.policy_source_max_age_days,
                                        release_alerts=releases.guardrail_alerts)
     scope_events = ScopeEventService(ledger, clock, alerts=lambda scope: policy_alerts.alerts(scope, None)["alerts"],
-                                     signing=signing, witness=releases.witness)
-    core.events.govern_with(releases.safeguards)  # a new webhook endpoint is a governed change (issue 64)
-    privacy = privacy_service(ledger, releases.safeguards, settings)  # a loosened rule is governed (issue 67)
-    core.events.mask_with(privacy)
+                                     governance=core.governance if signing else None)
+    privacy = core.privacy  # the core's, built with the settings (a loosened rule is governed, issue 67)
+    if privacy is None:
+        raise LookupError("the serving services need the core composed with the settings")
     dispatch = settings.events_dispatch
     return ServingServices(privacy=privacy,
-        scope_events=scope_events, keys=key_service(ledger, signing, clock, governance=releases.safeguards),
+        scope_events=scope_events, keys=key_service(ledger, signing, clock, governance=core.governance),
         replays=ReplayService(core.decisions), pilots=PilotService(ledger, clock),
         proof_metrics=ProofMetricsService(ledger), policy_alerts=policy_alerts,
-        dispatcher=_dispatcher(core.events, scope_events, ledger, settings) if dispatch else None,
+        dispatcher=_dispatcher(core.events, scope_events, ledger, settings, core.governance) if dispatch else None,
         hold_sweeper=hold_sweeper(core.holds, settings.hold_sweep_ms / 1000) if dispatch else None)
 
 
 def _dispatcher(events: EventService, scope_events: ScopeEventService, ledger: Ledger,
-                settings: Settings) -> Dispatcher:
+                settings: Settings, governance: SafeguardSettings) -> Dispatcher:
     """The events out (and their NATS JetStream mirror when GATE_NATS_URL is set), the scheduled
     reports and the reviewers' channels' passes (gate.services.notify), one worker per task."""
     from gate.events.stream import JetStreamPublisher
     from gate.services.events import Dispatcher
     from gate.services.notify import notifier_from_settings
 
-    notifier = notifier_from_settings(ledger, settings, events.clock, events.privacy)
+    notifier = notifier_from_settings(ledger, settings, governance, events.clock, events.privacy)
     tasks: dict[str, Callable[[], Any]] = {"scheduled-reports": scope_events.run_due,
                                            **(dict(notifier.tasks()) if notifier is not None else {})}
     stream = (JetStreamPublisher(events.outbox, settings.nats_url, settings.nats_stream, body_of=events.body_of)

@@ -24,12 +24,10 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypedDict
 
-from gate.chain.event_witness import ChainWitness
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError, SigningUnavailable
 from gate.events.egress import EventSettings
 from gate.governance.table import EVENT_SETTINGS
-from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.ledger.event_settings import EventSettingsLedger, EventSettingsRow
 from gate.principals import Permissions, Principal
@@ -80,12 +78,13 @@ def _view(scope: str, row: EventSettingsRow | None) -> SettingsView:
 
 class ScopeEventService:
     def __init__(self, ledger: Ledger, clock: Clock | None = None, alerts: AlertSource | None = None,
-                 signing: SigningSetup | LiveSigning | None = None, witness: ChainWitness | None = None) -> None:
+                 governance: GovernanceService | None = None) -> None:
+        """`governance`: the composition root's one governed-change service (the settings change
+        through it, on its clock); None: the settings are read only (SIGNING_UNAVAILABLE on a change)."""
         self.settings_ledger = EventSettingsLedger(ledger)
         self.alerts = alerts
-        self.clock = clock or SystemClock()  # one clock for the schedule and the settings' governed changes
-        self.governance = (GovernanceService(ledger, signing, self.clock, cache_seconds=0, witness=witness)
-                           if signing else None)
+        self.clock = clock or SystemClock()  # the schedule's clock
+        self.governance = governance
 
     def settings(self, scope: str) -> SettingsView:
         return _view(scope, self.settings_ledger.get(scope))

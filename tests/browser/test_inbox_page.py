@@ -49,10 +49,10 @@ def _held(writer: LedgerWriter, hours_ago: int, margin: float, hostile: bool = F
 def hold_service(home):
     from gate.keys.config import SigningSetup
     from gate.ledger import Ledger
-    from gate.services.holds import HoldService
+    from gate.services.root import hold_service
 
     ledger = Ledger(f"sqlite:///{home / 'gate.db'}")
-    return ledger, HoldService(ledger, SigningSetup.load(home / "signing-keys.json", None, "hmac"))
+    return ledger, hold_service(ledger, SigningSetup.load(home / "signing-keys.json", None, "hmac"))
 
 
 @pytest.fixture(scope="module")
@@ -303,13 +303,14 @@ def test_a_reviewer_follows_the_e_mail_s_inbox_link_signs_in_and_sees_the_hold(s
 
     from gate.events.notices import email_message
     from gate.holds.policy import Queue
+    from gate.services.governance import SafeguardSettings
     from gate.services.notify import Notifier
 
     server, _, held = inbox
     other = held["other"]["decision_id"]
     ledger, holds = hold_service(server.home)
     try:
-        notice = Notifier(ledger, [], inbox_base=server.url)._notice(SCOPE, {"decision_id": other}, Queue("default"))
+        notice = Notifier(ledger, [], SafeguardSettings(ledger), inbox_base=server.url)._notice(SCOPE, {"decision_id": other}, Queue("default"))
         before = holds.history_document(SCOPE)["events"]
     finally:
         ledger.dispose()

@@ -21,6 +21,7 @@ from gate.ledger.outbox_partitions import day_partitions, ensure_partitions
 from gate.ledger.outbox_write import append_event
 from gate.ledger.tables import event_outbox
 from gate.services.events import EventService
+from gate.services.governance import SafeguardSettings
 from tests.events.test_webhooks import MovableClock
 
 SCOPE, OTHER = "acme", "globex"
@@ -41,7 +42,8 @@ def _write(ledger: Ledger, scope: str, times: list[datetime]) -> None:
 
 
 def _service(ledger: Ledger, clock, days: int = 30, max_bytes: int = 0) -> EventService:
-    return EventService(ledger, clock, allow_hosts=("127.0.0.1",), retention_days=days, retention_bytes=max_bytes)
+    return EventService(ledger, clock, allow_hosts=("127.0.0.1",), retention_days=days, retention_bytes=max_bytes,
+                        safeguards=SafeguardSettings(ledger))
 
 
 def _subscribe(service: EventService, scope: str, cursor: int) -> str:

@@ -20,6 +20,7 @@ from gate.ledger.tables import event_outbox
 from gate.principals import Principal
 from gate.services.decide import Caller, DecisionService
 from gate.services.holds import HoldService
+from gate.services.root import decision_services
 from tests.holds.support import MovingClock, held_request
 
 SCOPE = "acme"
@@ -79,5 +80,5 @@ def build_desk(database_url: str, home: Path) -> Desk:
     signing = SigningSetup.load(keyring, None, "hmac")
     ledger = Ledger(database_url)
     clock = MovingClock(START)
-    return Desk(ledger, signing, clock, DecisionService(ledger, signing, clock=clock),
-                HoldService(ledger, signing, clock))
+    core = decision_services(ledger, signing, clock=clock, releases=False)  # one opener and governance, as served
+    return Desk(ledger, signing, clock, core.decisions, core.holds)

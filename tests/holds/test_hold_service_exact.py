@@ -232,8 +232,8 @@ def test_a_held_decide_opens_its_row_and_announces_it(desk):
 
 
 def test_an_opener_links_to_the_inbox_it_was_given_and_opens_nothing_for_a_verdict_that_does_not_hold(desk):
-    assert HoldOpener(desk.ledger).inbox_base is None
-    opener = HoldOpener(desk.ledger, "https://gate.example/wb")
+    assert HoldOpener(desk.ledger, desk.service.governance).inbox_base is None
+    opener = HoldOpener(desk.ledger, desk.service.governance, "https://gate.example/wb")
     assert opener.inbox_base == "https://gate.example/wb"
     for verdict in ("yes", "no", None):
         assert opener.opening(SCOPE, {"verdict": verdict, "decision_id": "dec_1"}, REQUESTER, {}) == []

@@ -14,8 +14,9 @@ from gate.errors import GateError
 from gate.holds.events import EVENT_MEMBERS
 from gate.holds.history import verify_hold_history
 from gate.principals import Principal
-from gate.services.decide import Caller, DecisionService
+from gate.services.decide import Caller
 from gate.services.holds import DeferredOpener
+from gate.services.root import decision_services
 from tests.holds.service_support import REQUESTER, RESOLVE, REVIEWER, SCOPE, SECOND, build_desk
 from tests.holds.support import held_request, policy, queue
 
@@ -32,8 +33,9 @@ def desk(database_url, tmp_path):
 
 def _deferred(desk: Any) -> tuple[dict[str, Any], DeferredOpener]:
     """A held decide through a decision service whose opener defers: its record and opener."""
-    opener = DeferredOpener(desk.ledger)
-    decisions = DecisionService(desk.ledger, desk.signing, clock=desk.clock, hold_opener=opener)
+    core = decision_services(desk.ledger, desk.signing, clock=desk.clock, releases=False, deferred_holds=True)
+    decisions, opener = core.decisions, core.opener
+    assert isinstance(opener, DeferredOpener)
     caller = Caller(REQUESTER, SCOPE, "starter", 1_000_000, 1_000_000_000)
     record = dict(decisions.decide(caller, held_request(11)).record)
     assert record["verdict"] == "review" and list(opener.deferred) == [record["decision_id"]]

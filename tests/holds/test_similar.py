@@ -44,10 +44,10 @@ def test_nearest_keeps_the_limit_nearest_first_and_ties_go_to_the_newer():
 
 @pytest.fixture
 def written(tmp_path):
-    from gate.services.holds import HoldService
+    from gate.services.root import hold_service
 
     writer = LedgerWriter(f"sqlite:///{tmp_path / 'gate.db'}", tmp_path / "signing-keys.json")
-    service = HoldService(writer.ledger, writer.service.signing, writer.clock)
+    service = hold_service(writer.ledger, writer.service.signing, writer.clock)
     yield writer, service
     writer.close()
 

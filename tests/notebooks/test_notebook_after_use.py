@@ -18,8 +18,9 @@ from gate.clock import FixedClock
 from gate.keys.config import SigningSetup
 from gate.ledger import Ledger
 from gate.rulebook.analysis import semantic_diff
-from gate.services.decide import Caller, DecisionService
-from gate.services.lifecycle import KINDS, LifecycleService
+from gate.services.decide import Caller
+from gate.services.lifecycle import KINDS
+from gate.services.root import decision_services
 from tests.demo_support import GATE, build_demo_home, gate_env, require_bootstrapped_venv
 from workbench.demo.seed import _receipt_body, _request
 from workbench.migration.run import dry_run
@@ -50,7 +51,8 @@ def _decide_flips(home: Path, count: int, pending: int) -> None:
     ledger = Ledger(f"sqlite:///{home / 'gate.db'}")
     clock = _Clock(datetime(2026, 11, 20, tzinfo=UTC))
     signing = SigningSetup.load(home / "signing-keys.json", None, "hmac")
-    service, lifecycle = DecisionService(ledger, signing, clock=clock), LifecycleService(ledger, clock, signing)
+    core = decision_services(ledger, signing, clock=clock, releases=False)
+    service, lifecycle = core.decisions, core.lifecycle
     caller = Caller("key_after_use", "demo", "growth", 1000, 10_000_000)
     try:
         for index in range(count):

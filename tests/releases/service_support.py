@@ -14,13 +14,17 @@ from typing import Any
 
 from sqlalchemy import insert, select
 
+from gate.clock import Clock as AnyClock
 from gate.keys.config import SigningSetup
 from gate.keys.signing import generate_keyring
 from gate.ledger import Ledger
 from gate.ledger.tables import event_outbox, outcome_latest, release_decisions, release_policies
 from gate.principals import Principal
+from gate.services.chains import EventChainWitness
 from gate.services.decide import Caller, DecisionService
-from gate.services.releases import ReleaseService
+from gate.services.governance import GovernanceService
+from gate.services.holds import HoldOpener
+from gate.services.releases import CACHE_SECONDS, ReleaseService
 from gate.services.snapshots import RulebookSnapshots
 from tests.releases.support import version
 
@@ -72,8 +76,8 @@ class World:
 
     def another_worker(self, cache_seconds: float = 60.0) -> ReleaseService:
         """A second release service on the same ledger (another API worker)."""
-        return ReleaseService(self.ledger, self.signing, snapshots=self.decisions.snapshots, clock=self.clock,
-                              cache_seconds=cache_seconds)
+        return release_service(self.ledger, self.signing, self.decisions.snapshots, self.clock,
+                               cache_seconds=cache_seconds)
 
     def store_policy(self, policy: dict[str, Any], scope: str = SCOPE) -> None:
         """A policy as a scope stored it before its governance chain (issue 42)."""
@@ -120,10 +124,23 @@ def build_world(database_url: str, home: Path, *, signing: SigningSetup | None =
     clock = Clock()
     trips: list[tuple[Any, ...]] = []
     snapshots = RulebookSnapshots(ledger, signing, clock)  # in their order, as gate.services.root builds them
-    releases = ReleaseService(ledger, signing, snapshots=snapshots, clock=clock, cache_seconds=cache_seconds,
-                              on_trip=lambda *args: trips.append(args))
-    decisions = DecisionService(ledger, signing, clock=clock, snapshots=snapshots, releases=releases)
+    releases = release_service(ledger, signing, snapshots, clock, cache_seconds=cache_seconds,
+                               on_trip=lambda *args: trips.append(args))
+    decisions = DecisionService(ledger, signing, clock=clock, snapshots=snapshots, releases=releases,
+                                hold_opener=HoldOpener(ledger, releases.safeguards))
+
     return World(ledger, signing, clock, decisions, releases, trips)
+
+
+def release_service(ledger: Ledger, signing: SigningSetup, snapshots: RulebookSnapshots, clock: AnyClock, *,
+                    cache_seconds: float = CACHE_SECONDS, on_trip: Any = None,
+                    checkpoint_log: Path | None = None) -> ReleaseService:
+    """A release service wired as `gate.services.root` wires it (its witness and governed-change
+    service built beside it), here with the test's cache bound: another worker's."""
+    witness = EventChainWitness(signing, clock, checkpoint_log)
+    return ReleaseService(ledger, signing, snapshots=snapshots, clock=clock, witness=witness,
+                          safeguards=GovernanceService(ledger, signing, clock, cache_seconds, witness),
+                          cache_seconds=cache_seconds, on_trip=on_trip)
 
 
 def two_versions(world: World) -> dict[str, str]:

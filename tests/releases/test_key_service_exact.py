@@ -26,6 +26,7 @@ from gate.principals import Principal
 from gate.releases.key_grants import verify_key_grants
 from gate.services.governance import GovernanceService
 from gate.services.keys import RETRIES, KeyChange, KeyService, acts_on_production
+from gate.services.root import key_service
 from tests.releases.service_support import START, Clock
 
 SCOPE = "acme"
@@ -52,7 +53,7 @@ def ledger(database_url):
 
 @pytest.fixture
 def keys(ledger, signing):
-    return KeyService(ledger, signing, Clock())
+    return key_service(ledger, signing, Clock())
 
 
 def _row(key_id: str, permissions: str | None, holder: str | None = ANN, status: str = "active") -> dict[str, Any]:
@@ -235,10 +236,10 @@ def test_disabling_a_key_applies_at_once_at_the_clocks_time(keys):
     assert _stored(keys, "key_a") == ("disabled", "decide,admin", ANN, NOW)
 
 
-def test_the_services_clock_and_governance_are_its_own_or_the_ones_given(ledger, signing):
+def test_the_roots_key_service_takes_the_governance_given_or_builds_one_on_the_system_clock(ledger, signing):
     given = GovernanceService(ledger, signing, Clock())
-    assert KeyService(ledger, signing, Clock(), given).governance is given
-    plain = KeyService(ledger, signing)
+    assert key_service(ledger, signing, Clock(), governance=given).governance is given
+    plain = key_service(ledger, signing)
     ledger.insert_api_key(_row("key_p", None, None))
     before = datetime.now(UTC)
     assert plain.disable("key_p") == KeyChange()
@@ -289,11 +290,11 @@ def test_a_lost_race_is_retried_and_eight_are_busy(keys, monkeypatch):
 
 
 def test_no_unsigned_grant_where_signing_is_required(ledger):
-    unsigned_required = KeyService(ledger, SigningSetup(None, None), Clock())
+    unsigned_required = key_service(ledger, SigningSetup(None, None), Clock())
     with pytest.raises(SigningUnavailable):
         unsigned_required.create(OPS, EVERY, _row("key_a", "decide,admin"))
     assert ledger.api_key("key_a") is None
-    unsigned = KeyService(ledger, SigningSetup(None, None, required=False), Clock())
+    unsigned = key_service(ledger, SigningSetup(None, None, required=False), Clock())
     made = unsigned.create(OPS, EVERY, _row("key_a", "decide,admin"))
     assert "signature" not in made.grants[0] and "key_id" not in made.grants[0]
     assert _grant(made.grants[0]) == (1, "key_created", "key_a", ANN, "decide,admin", "operator:ops", NOW)

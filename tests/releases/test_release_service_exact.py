@@ -21,8 +21,9 @@ from gate.releases.events import verify_history
 from gate.releases.governance import GOVERNANCE_ID
 from gate.releases.model import ReleaseRefused, ReleaseState, Version
 from gate.releases.policy import ReleasePolicy
+from gate.services.chains import EventChainWitness
+from gate.services.governance import GovernanceService, check_reason
 from gate.services.governance import announcement as governance_announcement
-from gate.services.governance import check_reason
 from gate.services.releases import (
     CACHE_SECONDS,
     RELEASE_DENIED,
@@ -41,6 +42,7 @@ from tests.releases.service_support import (
     START,
     World,
     build_world,
+    release_service,
     two_versions,
 )
 from tests.releases.support import version
@@ -147,11 +149,14 @@ def test_utc_reads_a_naive_time_as_utc_and_keeps_an_aware_one():
     assert _utc(aware) is aware
 
 
-def test_a_service_built_without_a_clock_reads_the_system_clock(world: World):
+def test_a_service_built_with_the_defaults_caches_for_its_bound_and_trips_no_hook(world: World):
     from gate.clock import SystemClock
 
-    bare = ReleaseService(world.ledger, world.signing, snapshots=world.decisions.snapshots)
-    assert isinstance(bare.clock, SystemClock) and bare.cache_seconds == CACHE_SECONDS and bare.on_trip is None
+    clock = SystemClock()
+    witness = EventChainWitness(world.signing, clock, None)
+    bare = ReleaseService(world.ledger, world.signing, snapshots=world.decisions.snapshots, clock=clock,
+                          witness=witness, safeguards=GovernanceService(world.ledger, world.signing, clock, witness=witness))
+    assert bare.clock is clock and bare.cache_seconds == CACHE_SECONDS and bare.on_trip is None
     assert bare.state(SCOPE, RULEBOOK_ID) == ReleaseState(RULEBOOK_ID)
 
 
@@ -489,7 +494,7 @@ def test_an_event_without_a_signing_key_is_refused_where_signing_is_required(wor
     unsigned_home.mkdir()
     for required in (True, False):
         signing = SigningSetup.load(None, None, "hmac", required=required)
-        bare = ReleaseService(world.ledger, signing, snapshots=world.decisions.snapshots, clock=world.clock)
+        bare = release_service(world.ledger, signing, world.decisions.snapshots, world.clock)
         world.publish(version("v1"))
         if required:
             with pytest.raises(SigningUnavailable):

@@ -54,6 +54,52 @@ def test_only_the_root_builds_the_core_services():
     assert {name for file, name in built if file == HOME} == SERVICES  # the finder sees the root's own
 
 
+# What the root builds once and hands to every service that uses it (issue 66, item 5): built
+# anywhere else, two services would read a safeguard, open a hold or witness a chain differently
+# (the holds' and the scope events' governed-change services once had no cache, the releases' had one).
+SHARED = frozenset({"GovernanceService", "SafeguardSettings", "HoldOpener", "DeferredOpener", "EventChainWitness",
+                    "PrivacyService", "RulebookSnapshots"})
+# Where a shared part is still built outside the root, and why (the list only shrinks).
+SHARED_LEFT = {
+    ("workbench/dataset/export.py", "PrivacyService"),  # the export's hashing key, per run (a dataset command)
+    ("workbench/dataset/export.py", "SafeguardSettings"),
+}
+
+
+def _built(names: frozenset[str]) -> set[tuple[str, str]]:
+    """(file, class) for each call of one of `names` in product code, outside the root."""
+    found = set()
+    for package in PRODUCT:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Call):
+                    func = node.func
+                    name = (func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute)
+                            else "")
+                    if name in names and path.relative_to(ROOT).as_posix() != HOME:
+                        found.add((path.relative_to(ROOT).as_posix(), name))
+    return found
+
+
+def test_no_service_builds_a_shared_part_or_another_service():
+    assert _built(SHARED) == SHARED_LEFT
+    # A service's own module never opens a ledger: it is given one.
+    services = {(file, name) for file, name in _built(frozenset({"Ledger"})) if file.startswith("gate/services/")}
+    assert not services, services
+
+
+def test_the_api_services_share_one_governance_opener_and_witness(make_app):
+    runtime = make_app().extensions["gate"]
+    governance = runtime.releases.safeguards
+    assert runtime.holds.governance is governance and runtime.keys.governance is governance
+    assert runtime.scope_events.governance is governance and runtime.events.governance is governance
+    assert runtime.events.safeguards is governance and runtime.privacy.safeguards is governance
+    assert runtime.events.privacy is runtime.privacy
+    assert runtime.service.pipeline.holds is runtime.holds.opener
+    assert runtime.holds.opener.safeguards is governance
+    assert runtime.holds.witness is runtime.releases.witness is governance.store.witness
+
+
 def test_the_api_services_read_the_one_clock_they_were_built_with(make_app):
     clock = FixedClock(datetime(2026, 3, 1, 12, tzinfo=UTC))
     runtime = make_app(clock=clock).extensions["gate"]

@@ -9,7 +9,7 @@ import pytest
 from gate.errors import GateError
 from gate.keys.config import SigningSetup
 from gate.ledger import Ledger
-from gate.services.decide import DecisionService
+from gate.services.root import decision_services
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ def service(backend, database_url, gate_env):
     signing = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
                                 settings.require_signing)
     ledger = Ledger(database_url)
-    yield DecisionService(ledger, signing)
+    yield decision_services(ledger, signing, releases=False).decisions
     ledger.dispose()
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from gate.keys.config import SigningSetup
 from gate.principals import Principal
-from gate.services.holds import HoldService
+from gate.services.root import hold_service
 from tests.workbench.ledger_support import LedgerWriter
 
 RESOLVE = frozenset({"resolve"})
@@ -24,7 +24,7 @@ class HoldWriter(LedgerWriter):
     def __init__(self, url: str, keyring_path: Path) -> None:
         super().__init__(url, keyring_path)
         self.signing = SigningSetup.load(keyring_path, None, "hmac")
-        self.holds = HoldService(self.ledger, self.signing, clock=self.clock)
+        self.holds = hold_service(self.ledger, self.signing, clock=self.clock)
 
     def held(self, scope: str, at: datetime) -> dict[str, Any]:
         record = self.decide(scope, at, margin=THIN_MARGIN)

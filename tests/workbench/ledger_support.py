@@ -15,8 +15,9 @@ from gate.clock import FixedClock
 from gate.keys.config import SigningSetup
 from gate.keys.signing import generate_keyring
 from gate.ledger import Ledger
-from gate.services.decide import Caller, DecisionService
+from gate.services.decide import Caller
 from gate.services.lifecycle import KINDS, LifecycleService
+from gate.services.root import decision_services
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUEST = json.loads((ROOT / "gate" / "data" / "requests" / "pricing-exception.json").read_text())
@@ -35,7 +36,7 @@ class LedgerWriter:
         self.ledger.upgrade()
         self.clock = MovableClock(datetime(2026, 1, 1, tzinfo=UTC))
         signing = SigningSetup.load(keyring_path, None, "hmac")
-        self.service = DecisionService(self.ledger, signing, clock=self.clock)
+        self.service = decision_services(self.ledger, signing, clock=self.clock, releases=False).decisions
         self.lifecycle = LifecycleService(self.ledger, self.clock, signing)
 
     def decide(self, scope: str, at: datetime, *, discount: float = 15, margin: float = 31,

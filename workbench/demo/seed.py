@@ -225,9 +225,11 @@ class _Writer:
         # same ledger sweeps with the real clock, past every deadline of the scenario, and would
         # expire a backdated hold left open until its review.
         # The receipts and the holds are the root's too, on the same clock (nothing set after).
-        self.opener = DeferredOpener(ledger)
         core = decision_services(ledger, signing, clock=clock, ids=_SeedIds(seed), releases=False,
-                                 hold_opener=self.opener)
+                                 deferred_holds=True)
+        if not isinstance(core.opener, DeferredOpener):  # what deferred_holds builds
+            raise TypeError("the demo seed needs the root's deferring hold opener")
+        self.opener = core.opener
         self.service, self.lifecycle, self.holds = core.decisions, core.lifecycle, core.holds
         self.clock = clock
         # A held decision a person approved runs afterwards (an execution other than `reviewed`).

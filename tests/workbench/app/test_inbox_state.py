@@ -52,12 +52,12 @@ def inbox(tmp_path_factory):
     a hostile note; globex: one open hold; initech: one open hold in a queue that requires a note."""
     from gate.keys.config import SigningSetup
     from gate.ledger import Ledger
-    from gate.services.holds import HoldService
+    from gate.services.root import hold_service
     from workbench.app.store import WorkbenchStore
 
     home = tmp_path_factory.mktemp("inbox")
     writer = LedgerWriter(f"sqlite:///{home / 'gate.db'}", home / "signing-keys.json")
-    holds = HoldService(writer.ledger, writer.service.signing, writer.clock)
+    holds = hold_service(writer.ledger, writer.service.signing, writer.clock)
     month = 30 * 86_400  # the longest deadline: every open hold is still open at the store's clock
     holds.set_policy("acme", Principal.operator("admin"), frozenset({"admin"}), policy(
         {"default": queue(month), "finance": queue(month, escalate_after=600, escalate_to="leads"),

@@ -39,11 +39,11 @@ def desk(tmp_path):
     """acme: seven open holds a day apart (two queues), the first three asked for by alice's key."""
     from gate.keys.config import SigningSetup
     from gate.ledger import Ledger
-    from gate.services.holds import HoldService
+    from gate.services.root import hold_service
     from workbench.app.store import WorkbenchStore
 
     writer = LedgerWriter(f"sqlite:///{tmp_path / 'gate.db'}", tmp_path / "signing-keys.json")
-    holds = HoldService(writer.ledger, writer.service.signing, writer.clock)
+    holds = hold_service(writer.ledger, writer.service.signing, writer.clock)
     month = 30 * 86_400
     holds.set_policy("acme", Principal.operator("admin"), frozenset({"admin"}),
                      policy({"default": queue(month), "finance": queue(month)}))
