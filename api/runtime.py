@@ -29,6 +29,7 @@ from gate.services.privacy import PrivacyService
 from gate.services.releases import ReleaseService
 from gate.services.replay import ReplayService
 from gate.services.scope_events import ScopeEventService
+from gate.services.subjects import SubjectService
 from gate.settings import Settings
 from workbench.services.reports import ReportService
 
@@ -56,6 +57,7 @@ class GateRuntime:
     scope_events: ScopeEventService
     keys: KeyService  # the keys that act on production: their grant requests and approvals (issue 52)
     privacy: PrivacyService  # the data map and the masking rules (issue 67; docs/privacy.md)
+    subjects: SubjectService  # a data subject's decisions, holds and events (issue 67, item 5)
     reports: ReportService  # every report kind of the registry (workbench.services.reports)
     dispatcher: Dispatcher | None = None  # started by `gate serve` in each worker; None: dispatch is off
     hold_sweeper: PeriodicWorker | None = None  # started by `gate serve` in each worker; None: dispatch is off

@@ -43,15 +43,12 @@ def add_subject_parser(sub: Subparsers) -> None:
 
 
 def cmd_subject(args: argparse.Namespace) -> int:
-    from gate.services.governance import SafeguardSettings
-    from gate.services.root import privacy_service
-    from gate.services.subjects import SubjectService
+    from gate.services.root import subject_service
 
     settings = load_settings()
     ledger = open_ledger(settings)
     try:
-        privacy = privacy_service(ledger, SafeguardSettings(ledger), settings)
-        service = SubjectService(ledger, privacy)
+        service = subject_service(ledger, settings)
         document = whole_export(service, args.scope, args.key)
         if args.dataset is not None:
             document["dataset"] = _dataset(service, args, document)

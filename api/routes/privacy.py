@@ -18,7 +18,7 @@ from gate.principals import require
 from gate.services.decide import Caller
 from gate.services.governance import approval_members
 from gate.services.subjects import INVALID as SUBJECT_INVALID
-from gate.services.subjects import UNDECLARED, SubjectService
+from gate.services.subjects import UNDECLARED
 
 routes = Routes("privacy", __name__)
 _ERRORS = AUTH_ERRORS + ("PRIVACY_PERMISSION_DENIED", "LEDGER_UNAVAILABLE")
@@ -100,5 +100,5 @@ def subject_export(caller: Caller) -> Response:
     """One page of a subject's export (admin), read from the caller's scope only."""
     require(caller.permissions, "admin", DENIED[PRIVACY])
     body = read_json(request, runtime().settings.max_body_bytes)
-    answer = SubjectService(runtime().ledger, runtime().privacy).export_body(caller.scope, body)
+    answer = runtime().subjects.export_body(caller.scope, body)
     return json_response(200, {"ok": True, **answer})

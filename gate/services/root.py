@@ -43,9 +43,10 @@ if TYPE_CHECKING:  # the services bring the ledger (SQLAlchemy): loaded when the
     from gate.services.releases import ReleaseService
     from gate.services.replay import ReplayService
     from gate.services.scope_events import ScopeEventService
+    from gate.services.subjects import SubjectService
 
 __all__ = ["DecisionServices", "ServingServices", "advisory_service", "decision_services", "event_service",
-           "hold_service", "key_service", "live_signing", "serving_services", "signing_setup"]
+           "hold_service", "key_service", "live_signing", "serving_services", "signing_setup", "subject_service"]
 
 # A webhook delivery attempted: (delivered, retried), the serving process's metrics (api.metrics).
 AttemptHook = Callable[[bool, bool], None]
@@ -248,6 +249,15 @@ def privacy_service(ledger: Ledger, safeguards: SafeguardSettings, settings: Set
     return PrivacyService(ledger, safeguards, lambda: load_key(settings.privacy_key, key_file))
 
 
+def subject_service(ledger: Ledger, settings: Settings) -> SubjectService:
+    """A data subject's decisions, holds and events, through the scope's data map and the
+    settings' privacy key (`gate subject export`; the serving process's is `ServingServices.subjects`)."""
+    from gate.services.governance import SafeguardSettings
+    from gate.services.subjects import SubjectService
+
+    return SubjectService(ledger, privacy_service(ledger, SafeguardSettings(ledger), settings))
+
+
 def key_service(ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None, *,
                 governance: GovernanceService | None = None, checkpoint_log: Path | None = None) -> KeyService:
     """The keys that act on production, their grants governed through `governance` (the serving
@@ -277,6 +287,7 @@ class ServingServices:
     proof_metrics: ProofMetricsService
     policy_alerts: PolicyAlertService
     privacy: PrivacyService
+    subjects: SubjectService  # a data subject's decisions, holds and events (issue 67, item 5)
     dispatcher: Dispatcher | None
     hold_sweeper: PeriodicWorker | None
 
@@ -291,6 +302,7 @@ def serving_services(core: DecisionServices, ledger: Ledger, signing: SigningSet
     from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
     from gate.services.replay import ReplayService
     from gate.services.scope_events import ScopeEventService
+    from gate.services.subjects import SubjectService
 
     releases, clock = core.release_service(), core.decisions.clock
     policy_alerts = PolicyAlertService(ledger, clock, anomalies, max_age_days=settings.policy_source_max_age_days,
@@ -301,7 +313,7 @@ def serving_services(core: DecisionServices, ledger: Ledger, signing: SigningSet
     if privacy is None:
         raise LookupError("the serving services need the core composed with the settings")
     dispatch = settings.events_dispatch
-    return ServingServices(privacy=privacy,
+    return ServingServices(privacy=privacy, subjects=SubjectService(ledger, privacy),
         scope_events=scope_events, keys=key_service(ledger, signing, clock, governance=core.governance),
         replays=ReplayService(core.decisions), pilots=PilotService(ledger, clock),
         proof_metrics=ProofMetricsService(ledger), policy_alerts=policy_alerts,

@@ -17,7 +17,6 @@ import sys
 
 import pytest
 
-from gate.services import subjects
 from tests.privacy.support import CUSTOMER, EMAIL, OTHER_CUSTOMER, customer_request, privacy
 
 ROUTE = "/api/subjects/exports"
@@ -107,7 +106,7 @@ def test_a_bounded_page_goes_on_with_its_cursor_to_the_same_answer(gate, keys, m
     client = gate.test_client()
     _set_up(client, keys)
     whole = _export(client, keys["a"], subject=CUSTOMER).get_json()
-    monkeypatch.setattr(subjects, "PAGE_ROWS", 2)
+    monkeypatch.setattr(gate.extensions["gate"].subjects, "page_rows", 2)  # the served service, built once
     pages, after = [], None
     while True:
         page = _export(client, keys["a"], subject=CUSTOMER, after=after).get_json()
