@@ -30,6 +30,7 @@ from gate.events.outbound import check_operator_urls
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.privacy.logs import install as install_log_masking
+from gate.services.root import ledger_of
 from gate.settings import Settings, SettingsError
 from workbench.services.root import compose, live_signing
 
@@ -66,8 +67,7 @@ def create_app(
         check_operator_urls(settings)
     except ValueError as refused:
         raise SettingsError(str(refused)) from None
-    ledger = ledger or Ledger(settings.database_url, pool_size=settings.ledger_pool_size,
-                              group_commit=settings.ledger_group_commit)
+    ledger = ledger or ledger_of(settings)
     if settings.auto_migrate:
         ledger.upgrade()
     # The keyring file is followed while the app runs: signing-init / signing-rotate need no restart.

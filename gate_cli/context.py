@@ -94,11 +94,15 @@ def prepare_home(settings: Settings) -> None:
 def open_ledger(settings: Settings) -> Ledger:
     """The ledger of `settings`, migrated to the newest revision (GATE_HOME created first)."""
     # Lazy: SQLAlchemy loads only for the commands that open the ledger (`gate --version` stays fast).
-    from gate.ledger import Ledger
+    from gate.services.root import ledger_of
 
     prepare_home(settings)
-    ledger = Ledger(settings.database_url, group_commit=settings.ledger_group_commit)
-    ledger.upgrade()
+    ledger = ledger_of(settings)
+    try:
+        ledger.upgrade()
+    except BaseException:
+        ledger.dispose()
+        raise
     return ledger
 
 
@@ -111,14 +115,15 @@ def ledger_at_hand(settings: Settings) -> Ledger | None:
     """The live ledger when there is one to compare a dataset with (a SQLite file that exists, or a
     server that answers); None otherwise. The caller disposes of it."""
     from gate.errors import LedgerUnavailable
-    from gate.ledger import DatabaseError, Ledger
+    from gate.ledger import DatabaseError
+    from gate.services.root import ledger_of
 
     url = settings.database_url
     if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
         return None
     ledger = None
     try:
-        ledger = Ledger(url)
+        ledger = ledger_of(settings)
         ledger.upgrade()
     except (LedgerUnavailable, DatabaseError, OSError):  # no ledger at hand: staleness is not checked
         if ledger is not None:

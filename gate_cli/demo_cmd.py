@@ -56,12 +56,13 @@ def seed(settings: Settings, decisions: int, seed_value: int) -> SeedResult:
 def seed_on_first_run(settings: Settings, decisions: int) -> bool:
     """Seed the demo ledger (`decisions`, 0 = never) when the ledger holds no decision yet;
     True if it did."""
-    from gate.ledger import Ledger, stream
+    from gate.ledger import stream
+    from gate.services.root import ledger_of
 
     if decisions <= 0:
         return False
 
-    ledger = Ledger(settings.database_url)
+    ledger = ledger_of(settings)
     try:
         ledger.upgrade()
         if stream.scopes(ledger):

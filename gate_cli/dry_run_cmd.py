@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from gate.keys.anchors import TrustAnchorError, TrustAnchors
 from gate.settings import Settings
 from gate_cli.cluster_opt import add_cluster_argument
+from gate_cli.context import open_ledger
 from gate_cli.help import Subparsers
 
 if TYPE_CHECKING:
@@ -180,10 +181,11 @@ def _baseline(args: argparse.Namespace, settings: Settings, setup: SigningSetup,
         raise DryRunError("USAGE", "--baseline current needs --scope (each scope runs its own version); "
                           "give --baseline history or --baseline FILE to compare without one")
     from gate.errors import GateError
-    from gate.ledger import DatabaseError, Ledger
+    from gate.ledger import DatabaseError
+    from gate.services.root import ledger_of
     from workbench.services.root import compose
 
-    reader = ledger or Ledger(settings.database_url)
+    reader = ledger or ledger_of(settings)
     why = f"no version of {args.rulebook_id!r} runs in scope {args.scope!r} in the ledger (GATE_DATABASE_URL)"
     try:
         running = compose(setup, reader).dry_runs.production(args.scope, args.rulebook_id)
@@ -212,10 +214,7 @@ def _run(args: argparse.Namespace) -> int:
     cost = _cost_model(args.cost_model)
     ledger = None
     if args.dataset is None:
-        from gate.ledger import Ledger
-
-        ledger = Ledger(settings.database_url)
-        ledger.upgrade()
+        ledger = open_ledger(settings)
     baseline = _baseline(args, settings, setup, ledger)
     out = Path(args.out)
     if out.exists() and not out.is_dir():

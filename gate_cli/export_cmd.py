@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 def cmd_export(args: argparse.Namespace) -> int:
     # Lazy: the ledger and the exporter bring SQLAlchemy and Polars, which `gate --version` does without.
-    from gate.ledger import Ledger
+    from gate.services.root import ledger_of
     from workbench.services.root import compose, signing_setup
 
     if args.rebuild_rollups or args.cluster is not None:
@@ -53,7 +53,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     # The one signing rule for datasets (`workbench.services.exports`): refused (SigningRefused)
     # before the ledger or the dataset is opened when there is no key while signing is required.
     export = compose(signing_setup(settings)).exports.begin()
-    ledger = Ledger(settings.database_url)
+    ledger = ledger_of(settings)
     try:
         lakehouse = _lakehouse(args, settings)
         ledger.upgrade()

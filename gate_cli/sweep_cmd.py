@@ -14,6 +14,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+from gate_cli.context import open_ledger
 from gate_cli.dry_run_cmd import _cost_model, _digest_store, _fail, _signing, add_allow_unsigned, trust_for
 from gate_cli.help import Subparsers
 
@@ -56,10 +57,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         settings, setup = _signing()
         _digest_store(settings)
         if args.dataset is None:
-            from gate.ledger import Ledger
-
-            ledger = Ledger(settings.database_url)
-            ledger.upgrade()
+            ledger = open_ledger(settings)
         trust = trust_for(args, settings) if args.dataset else None
         # Compared with the verdicts stored when each decision was made (no baseline version).
         result = compose(setup, ledger).sweeps.sweep(draft, args.rulebook_id, (args.rule, args.field, args.occurrence),

@@ -193,12 +193,11 @@ def bind_address(host: str, port: int) -> tuple[str, str]:
 def build_store(settings: Settings, dataset: str | None, cluster: str | None = None, *, allow_unsigned: bool = False,
                 allow_stale: bool = False) -> WorkbenchStore:
     # Lazy (here and below): the ledger and the workbench bring SQLAlchemy, Polars and Panel.
-    from gate.ledger import Ledger
+    from gate_cli.context import open_ledger
     from workbench.app.store import WorkbenchStore
     from workbench.services.root import signing_setup
 
-    ledger = Ledger(settings.database_url)
-    ledger.upgrade()
+    ledger = open_ledger(settings)
     return WorkbenchStore(ledger, signing_setup(settings), Path(dataset) if dataset else settings.home / "dataset", cluster=cluster,
                           home=settings.home, allow_unsigned=allow_unsigned, allow_stale=allow_stale,
                           webhook_allow_hosts=settings.webhook_allow_hosts, checkpoint_log=settings.checkpoint_log)

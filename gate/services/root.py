@@ -46,10 +46,19 @@ if TYPE_CHECKING:  # the services bring the ledger (SQLAlchemy): loaded when the
     from gate.services.subjects import SubjectService
 
 __all__ = ["DecisionServices", "ServingServices", "advisory_service", "decision_services", "event_service",
-           "hold_service", "key_service", "live_signing", "serving_services", "signing_setup", "subject_service"]
+           "hold_service", "key_service", "ledger_of", "live_signing", "serving_services", "signing_setup", "subject_service"]
 
 # A webhook delivery attempted: (delivered, retried), the serving process's metrics (api.metrics).
 AttemptHook = Callable[[bool, bool], None]
+
+
+def ledger_of(settings: Settings) -> Ledger:
+    """The ledger the settings name (GATE_DATABASE_URL), with their pool size and group commit:
+    the one place a shell opens it (the API at start, every command through
+    `gate_cli.context.open_ledger`), not migrated here."""
+    from gate.ledger import Ledger
+
+    return Ledger(settings.database_url, pool_size=settings.ledger_pool_size, group_commit=settings.ledger_group_commit)
 
 
 def signing_setup(settings: Settings) -> SigningSetup:
