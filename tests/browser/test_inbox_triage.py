@@ -20,7 +20,7 @@ from playwright.sync_api import expect
 
 from gate.principals import Principal
 from gate.services.decide import Caller
-from gate.services.holds import HoldService
+from gate.services.root import hold_service as holds_over
 from tests.browser.conftest import ROOT, Workbench, screenshot, wait_for_rows
 from tests.browser.test_inbox_page import assert_text_only, hold_service
 from tests.browser.test_workbench_xss import WATCH
@@ -55,7 +55,7 @@ def desk(tmp_path_factory, oidc_provider):  # noqa: F811
     both scopes."""
     home = tmp_path_factory.mktemp("triage-home")
     writer = LedgerWriter(f"sqlite:///{home / 'gate.db'}", home / "signing-keys.json")
-    HoldService(writer.ledger, writer.service.signing, writer.clock).set_policy(  # acme's queue names its codes
+    holds_over(writer.ledger, writer.service.signing, writer.clock).set_policy(  # acme's queue names its codes
         TRIAGE, Principal.operator("admin"), frozenset({"admin"}),
         policy({"default": {**queue(86_400), "reason_codes": CODES}}))
     triage = [_held(writer, TRIAGE, f"ord_t{n:02d}", minutes_ago=60 - n, amount=100 + n) for n in range(20)]
