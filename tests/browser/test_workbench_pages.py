@@ -27,7 +27,7 @@ def workbench(tmp_path_factory):
 
     home = tmp_path_factory.mktemp("browser-home")
     build_small_ledger(home)
-    server = Workbench(home, ["--refresh"])
+    server = Workbench(home, ["--refresh", "--log-editor"])
     yield server
     server.stop()
 
