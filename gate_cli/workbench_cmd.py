@@ -252,6 +252,7 @@ def _log_editor() -> None:
     editor_log = logging.getLogger("workbench.editor")
     editor_log.addHandler(handler)
     editor_log.setLevel(logging.DEBUG)
+    editor_log.propagate = False  # once: Bokeh's server gives the root logger a handler of its own
 
 
 SERVING = "workbench on http"  # the line `gate workbench` prints once its socket is bound
