@@ -12,6 +12,7 @@ import atexit
 import contextlib
 import getpass
 import ipaddress
+import logging
 import os
 import signal
 import subprocess
@@ -69,6 +70,9 @@ def add_workbench_parser(sub: Subparsers) -> None:
     p.add_argument("--allow-stale", action="store_true",
                    help="let the Migration page sign a dry-run over a dataset behind the live ledger by more than "
                         "GATE_DATASET_STALE_AFTER (default: its export is refused, DATASET_STALE)")
+    p.add_argument("--log-editor", action="store_true",
+                   help="log to standard error each change the draft editor sends the server: what changed, the "
+                        "text's length and the start of its SHA-256, never the text (default: not logged)")
     p.set_defaults(func=cmd_workbench)
     add_passwd_parser(sub)
 
@@ -216,6 +220,8 @@ def cmd_workbench(args: argparse.Namespace) -> int:
         discovery = discover(access.oidc) if access.oidc is not None else None
     except ValueError as exc:  # OIDCConfigError (AccessConfigError is a refusal of its own)
         raise CliError(str(exc)) from None
+    if args.log_editor:
+        _log_editor()
     settings = Settings.from_env()
     settings.home.mkdir(parents=True, exist_ok=True)
     store = build_store(settings, args.dataset, args.cluster, allow_unsigned=args.allow_unsigned,
@@ -235,6 +241,17 @@ def cmd_workbench(args: argparse.Namespace) -> int:
     server.start()
     server.io_loop.start()
     return 0
+
+
+def _log_editor() -> None:
+    """`--log-editor`: the `workbench.editor` logger's lines on standard error (issue 65: the
+    browser tests run with it, so a lost edit's messages are in CI's log)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+    editor_log = logging.getLogger("workbench.editor")
+    editor_log.addHandler(handler)
+    editor_log.setLevel(logging.DEBUG)
+    editor_log.propagate = False  # once: Bokeh's server gives the root logger a handler of its own
 
 
 SERVING = "workbench on http"  # the line `gate workbench` prints once its socket is bound

@@ -396,6 +396,31 @@ def test_an_edits_answer_leaves_before_the_json_editor_shows_the_edit(workbench_
     assert order and order[0] == "table" and "editor" in order, order
 
 
+def test_a_batch_cut_between_the_editors_two_messages_keeps_the_newer_text(workbench_home, caplog):
+    # Issue 65, item 4: the browser sends each change of the editor as `code` then `code_input`,
+    # and Panel hands over what arrived within 50 ms as one batch. A batch cut between the two
+    # carries the new text as `code` and the previous one as `code_input`; the draft took that
+    # older text last, and the browser's `code_input` that followed changed nothing on the
+    # server (it equalled what Panel had set), so the draft stayed behind the editor for good.
+    store, _, _ = workbench_home
+    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    page = authoring_page(state, ["pricing_exception"])
+    page.get_root()
+    editor = page.select(pn.widgets.CodeEditor)[0]
+    state.load_current()
+    full = state.draft_text
+    caplog.set_level(logging.DEBUG, logger="workbench.editor")
+    editor._process_events({"code": "", "code_input": ""})  # emptied
+    assert state.draft_text == "" and state.rules == []
+    editor._process_events({"code": full, "code_input": full[:40]})  # the cut batch
+    editor._process_events({"code_input": full})  # what the browser sent next
+    assert state.draft_text == full and len(state.rules) == 3
+    # Each message the server received is logged by attribute, length and hash, never its text.
+    assert f"editor code received: {len(full)} characters" in caplog.text
+    assert "editor code_input received: 40 characters" in caplog.text
+    assert full[:40] not in caplog.text
+
+
 # ---------------------------------------------------------------------- live impact
 
 def test_live_impact_is_the_dry_runs_summary_of_the_draft(workbench_home):

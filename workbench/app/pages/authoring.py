@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ from workbench.reports.textsafe import md_text
 from workbench.services.impact import LiveSummary
 
 LOG = logging.getLogger("workbench.authoring")
+EDITOR_LOG = logging.getLogger("workbench.editor")
 
 
 def error_markdown(check: DraftCheck | None) -> str:
@@ -54,24 +56,47 @@ def _rulebook_picker(state: AuthoringState, policies: list[str]) -> pn.Row:
     return pn.Row(rulebook, load, align="end")
 
 
+class DraftEditor(pn.widgets.CodeEditor):
+    """The draft's code editor, which logs each change message the server receives from the browser
+    (logger `workbench.editor` at DEBUG, on with `gate workbench --log-editor`): the attribute, the
+    text's length and the start of its SHA-256, never the text (a draft may hold sensitive values)."""
+
+    def _process_events(self, events: dict[str, Any]) -> None:
+        if EDITOR_LOG.isEnabledFor(logging.DEBUG):
+            for attr, text in events.items():
+                if attr in ("code", "code_input") and isinstance(text, str):
+                    EDITOR_LOG.debug("editor %s received: %d characters, sha256 %s", attr, len(text),
+                                     hashlib.sha256(text.encode()).hexdigest()[:12])
+        super()._process_events(events)
+
+
 def _draft_editor(state: AuthoringState) -> pn.widgets.CodeEditor:
     """The draft's editor, in step with the view-model both ways, its errors marked in the gutter.
 
     Text the editor itself sent is never sent back to it: while the author types, each keystroke's
     text reaches the view-model, and writing the (by then older) text back into the browser's
     editor would drop the characters typed meanwhile. Only a change from elsewhere (a loaded
-    version, a link, the page's own edits) is written into the editor."""
-    editor = pn.widgets.CodeEditor(value=state.draft_text, language="json", height=420,
-                                   sizing_mode="stretch_width", on_keyup=True, name="Draft")
+    version, a link, the page's own edits) is written into the editor.
+
+    The draft follows the editor's `value` alone (Panel's `code`), read from the editor, never an
+    event's `value_input` (`code_input`). The browser sends each change twice, `code` then
+    `code_input`, and Panel hands over what arrived within its 50 ms as one batch; a batch cut
+    between the two carries the new `code` with the previous `code_input`. Panel's CodeEditor sets
+    `value_input` from `value` first, so the batch's own older `value_input` came after and wrote
+    the previous text into the draft, and the browser's `code_input` that followed equalled what
+    the server had just set, so it changed nothing and nothing put it right (issue 65: the server
+    kept the text before the last insertion, or the emptied draft, under an editor showing it all)."""
+    editor = DraftEditor(value=state.draft_text, language="json", height=420,  # type: ignore[no-untyped-call]
+                         sizing_mode="stretch_width", on_keyup=True, name="Draft")
     editor.annotations = editor_annotations(state.check)
     from_editor = {"text": state.draft_text}
 
-    def typed(event: param.parameterized.Event) -> None:
-        from_editor["text"] = event.new
-        if event.new != state.draft_text:
-            state.draft_text = event.new
+    def typed(_event: param.parameterized.Event) -> None:
+        text = editor.value  # the newest text the browser sent, whatever the batch's order
+        from_editor["text"] = text
+        if text != state.draft_text:
+            state.draft_text = text
 
-    editor.param.watch(typed, "value_input")
     editor.param.watch(typed, "value")
 
     def refreshed(event: param.parameterized.Event) -> None:
