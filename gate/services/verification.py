@@ -18,6 +18,13 @@ and the workbench's fresh verification, so both name the same checks for the sam
 - its lifecycle receipts recompute and form the signed per-decision receipt chain;
 - a supplied record is the stored one (`matches_ledger`).
 
+A decision whose inputs were removed (docs/privacy.md, "Retention") stores a remainder
+(`gate.privacy.removal`): its `record_hash` cannot be recomputed from a body that is gone, so it
+is checked as a hash the chain and the receipt signature bind (`record_hash` is null, not
+false; the answer's `inputs_removed` says by what), its `receipt_hash` recomputes from the kept
+hashes, the signature over both verifies, and every ledger check above runs as before. A caller
+who kept the signed record supplies it: checked whole, and against the row's hashes.
+
 SECURITY: the caller must have resolved `stored` within its own scope (another scope's row
 never reaches this function); a failing ledger check makes `verified` false whatever the
 offline checks say.
@@ -30,6 +37,7 @@ from typing import Any
 
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger, StoredDecision
+from gate.privacy.removal import remainder_receipt_hash, removed, summary
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.records import record_hash
 from gate.services.chains import (
@@ -39,12 +47,15 @@ from gate.services.chains import (
     link_checks_for,
     rulebook_snapshot_check,
 )
-from gate.verify import verify_record
+from gate.verify import TrustAnchors, verify_record
+from gate.verify.checks import check_audit_chain
 from gate.verify.ledger_rows import (
     RECEIPT_CHAIN_WINDOW,
     decision_row_checks,
     receipt_chain_failures,
 )
+from gate.verify.result import CheckResult, VerificationResult
+from gate.verify.signatures import check_receipt_signature
 
 
 def _head_checks(ledger: Ledger, audit: AuditChainService | None, link_row: dict[str, Any] | None,
@@ -63,6 +74,43 @@ def _head_checks(ledger: Ledger, audit: AuditChainService | None, link_row: dict
     return checks, failures
 
 
+def verify_remainder(record: dict[str, Any], anchors: TrustAnchors, public_key: str | None) -> VerificationResult:
+    """What a remainder proves: its stated `record_hash` (not recomputable: null) under the
+    receipt signature, its `receipt_hash` recomputed from the kept hashes, and its audit chain
+    member's leaf over both."""
+    stated, receipt = record.get("record_hash"), remainder_receipt_hash(record)
+    found = (CheckResult(checks={"record_hash": None, "receipt_hash": receipt == record.get("receipt_hash")},
+                         expected={"receipt_hash": receipt}, actual={"receipt_hash": record.get("receipt_hash")},
+                         notes=(("record_hash not recomputed: the record body was removed (inputs_removed); "
+                                "a kept copy of the record verifies against it"),))
+             + CheckResult.single("audit_chain", check_audit_chain(record, stated, receipt)))
+    signature = check_receipt_signature(record, anchors, public_key, stated, receipt)
+    found += signature.result
+    checks = dict(found.checks)
+    integrity = checks["receipt_hash"] is True and checks["audit_chain"] is not False
+    authentic = checks.get("receipt_signature") is True
+    return VerificationResult(
+        verified=integrity and authentic, integrity_valid=integrity, authenticity_valid=authentic,
+        key_source=signature.key_source, checks=checks,
+        failed_checks=tuple(sorted(name for name, ok in checks.items() if ok is False)),
+        expected=dict(found.expected), actual=dict(found.actual), decision_id=record.get("decision_id"),
+        record_kind="removed", signature_algorithm=record.get("receipt_signature_algorithm"),
+        key_id=record.get("receipt_key_id"), notes=found.notes)
+
+
+def _hash_checks(stored: StoredDecision, record: dict[str, Any], request: Any) -> dict[str, bool | None]:
+    """The row's indexed hashes against its record (a remainder's stated `record_hash`, a whole
+    record's recomputed one) and, while it is stored, its request."""
+    whole = removed(record) is None
+    return {
+        "ledger_record_hash": stored.record_hash == record.get("record_hash")
+        and (not whole or stored.record_hash == record_hash(record)),
+        "ledger_receipt_hash": stored.receipt_hash == record.get("receipt_hash"),
+        "ledger_input_hash": stored.input_hash == record.get("input_hash")
+        and (request is None or stored.input_hash == sha256_hex(request)),
+    }
+
+
 def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup | LiveSigning, stored: StoredDecision, *,
                            supplied: dict[str, Any] | None = None, original: dict[str, Any] | None = None,
                            public_key: str | None = None, audit: AuditChainService | None = None) -> dict[str, Any]:
@@ -73,18 +121,21 @@ def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup
     decision_id = stored.decision_id
     stored_record = json.loads(stored.record_json)
     stored_request = json.loads(stored.request_json)
+    gone = removed(stored_record)
     record = supplied if supplied is not None else stored_record
-    result = verify_record(record, anchors=anchors,
-                           original_input=original if original is not None else stored_request,
-                           request_public_key=public_key)
+    if gone is None or supplied is not None:
+        result = verify_record(record, anchors=anchors, request_public_key=public_key,
+                               original_input=original if original is not None or gone else stored_request)
+    else:
+        result = verify_remainder(stored_record, anchors, public_key)
     body = {**result.to_dict(), "decision_id": decision_id,
             "source": "supplied" if supplied is not None else "ledger"}
+    if gone is not None:
+        body["inputs_removed"] = summary(gone)
+        if supplied is not None and record_hash(supplied) == stored.record_hash:
+            stored_record = supplied  # the body the caller kept is the one the row's hashes name
     with ledger.one_snapshot():  # the chain head, links, receipts and their heads as of one instant
-        ledger_checks = {
-            "ledger_record_hash": stored.record_hash == record_hash(stored_record) == stored_record.get("record_hash"),
-            "ledger_receipt_hash": stored.receipt_hash == stored_record.get("receipt_hash"),
-            "ledger_input_hash": stored.input_hash == sha256_hex(stored_request) == stored_record.get("input_hash"),
-        }
+        ledger_checks = _hash_checks(stored, stored_record, None if gone else stored_request)
         ledger_checks.update(link_checks_for(ledger, stored_record))
         link_row = ledger.chain_link_for(decision_id)
         chain_head = ledger.chain_head(link_row["chain_id"]) if link_row else None
