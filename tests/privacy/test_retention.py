@@ -8,6 +8,7 @@ and the recent decision is whole."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -145,6 +146,26 @@ def test_retention_removes_old_inputs_everywhere_and_every_proof_still_verifies(
     whole = client.post(f"/api/decision/{recent['decision_id']}/replay", json={}, headers=admin)
     assert whole.status_code == 200, whole.get_json()
     assert client.get(f"/api/decision/{recent['decision_id']}/verify", headers=admin).get_json()["verified"] is True
+    _dry_run_counts_the_removed_apart(gate_env, tmp_path)
+
+
+def _dry_run_counts_the_removed_apart(env: dict, tmp_path: Path) -> None:
+    """`gate dry-run` over the scope's whole history, under a draft that blocks every discount
+    above 10%: all three decisions (15%) would flip; the two removed ones are said apart, by
+    retention, and only the recent one is counted as changed."""
+    draft = copy.deepcopy(customer_request()["rulebook"])
+    draft["version"] = "2099-01-01"
+    draft["rules"][0]["condition"]["value"] = 10
+    (tmp_path / "draft.json").write_text(json.dumps(draft))
+    run = subprocess.run([GATE, "dry-run", "--rulebook-id", draft["rulebook_id"], "--draft", str(tmp_path / "draft.json"),
+                          "--scope", "tenant_a", "--baseline", "history", "--out", str(tmp_path / "dry"), "--json"],
+                         env={**os.environ, **env}, capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr
+    result = json.loads((tmp_path / "dry" / "migration.json").read_text())["dry_run"]
+    assert result["decisions_total"] == 3 and result["decisions_unreplayable"] == 2
+    assert result["inputs_removed"] == {"count": 2, "by": {"retention": 2}}
+    assert result["decisions_evaluated"] == 1 and result["decisions_changed"] == 1
+    assert "Inputs removed (never counted as changed) | 2 (2 by retention)" in (tmp_path / "dry" / "report.md").read_text()
 
 
 def test_a_removal_is_done_once_and_never_reaches_another_scope(make_app, admin, issue_key, gate_env, backend):
