@@ -27,9 +27,13 @@ from typing import Any, TypedDict
 from gate.protocol.canonical import canonical_text, sha256_hex
 from gate.protocol.records import receipt_hash_preimage
 
+__all__ = ["CAUSES", "ERASURE", "KEPT_MEMBERS", "MARKER", "REMOVED_CODE", "RETENTION", "Cause", "RemovedJSON",
+           "event_remainder", "marker", "remainder", "remainder_receipt_hash", "removed", "removed_request",
+           "summary"]
+
+MARKER = "inputs_removed"
 RETENTION, ERASURE = "retention", "erasure"
 CAUSES = (RETENTION, ERASURE)
-MARKER = "inputs_removed"
 REMOVED_CODE = "DECISION_INPUTS_REMOVED"
 
 # Record members a remainder keeps: none of them holds a fact the caller sent (the idempotency
@@ -90,21 +94,12 @@ def removed_request(cause: Cause) -> str:
     return canonical_text({MARKER: {"cause": cause.cause, "ref": cause.ref, "removed_at": cause.removed_at}})
 
 
-def removed(record: Mapping[str, Any] | None) -> RemovedJSON | None:
-    """The marker of a remainder, or None for a whole record."""
+def removed(record: Any) -> Mapping[str, Any] | None:
+    """The `inputs_removed` member of a remainder, or None for a whole record."""
     if not isinstance(record, Mapping):
         return None
     found = record.get(MARKER)
-    return found if isinstance(found, Mapping) else None  # type: ignore[return-value]
-
-
-def event_remainder(event: Mapping[str, Any], cause: Cause) -> dict[str, Any] | None:
-    """A stored event that copied a removed decision's record (`decision.created`) with the record
-    replaced by its remainder; None when the event holds no record (nothing to change)."""
-    data = event.get("data")
-    if not isinstance(data, Mapping) or not isinstance(data.get("record"), Mapping):
-        return None
-    return {**event, "data": {**data, "record": remainder(data["record"], cause)}}
+    return found if isinstance(found, Mapping) else None
 
 
 def remainder_receipt_hash(record: Mapping[str, Any]) -> str | None:
@@ -117,6 +112,15 @@ def remainder_receipt_hash(record: Mapping[str, Any]) -> str | None:
     preimage.update(action_binding_hash=found.get("action_binding_hash"),
                     evidence_manifest_hash=found.get("evidence_manifest_hash"))
     return sha256_hex(preimage)
+
+
+def event_remainder(event: Mapping[str, Any], cause: Cause) -> dict[str, Any] | None:
+    """A stored event that copied a removed decision's record (`decision.created`) with the record
+    replaced by its remainder; None when the event holds no record (nothing to change)."""
+    data = event.get("data")
+    if not isinstance(data, Mapping) or not isinstance(data.get("record"), Mapping):
+        return None
+    return {**event, "data": {**data, "record": remainder(data["record"], cause)}}
 
 
 def summary(marker_json: Mapping[str, Any]) -> dict[str, str]:

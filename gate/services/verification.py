@@ -37,7 +37,7 @@ from typing import Any
 
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger, StoredDecision
-from gate.privacy.removal import remainder_receipt_hash, removed, summary
+from gate.privacy.removal import removed, summary
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.records import record_hash
 from gate.services.chains import (
@@ -47,15 +47,13 @@ from gate.services.chains import (
     link_checks_for,
     rulebook_snapshot_check,
 )
-from gate.verify import TrustAnchors, verify_record
-from gate.verify.checks import check_audit_chain
+from gate.verify import verify_record
 from gate.verify.ledger_rows import (
     RECEIPT_CHAIN_WINDOW,
     decision_row_checks,
     receipt_chain_failures,
 )
-from gate.verify.result import CheckResult, VerificationResult
-from gate.verify.signatures import check_receipt_signature
+from gate.verify.remainder import verify_remainder
 
 
 def _head_checks(ledger: Ledger, audit: AuditChainService | None, link_row: dict[str, Any] | None,
@@ -72,30 +70,6 @@ def _head_checks(ledger: Ledger, audit: AuditChainService | None, link_row: dict
         checks["checkpoint_log"] = not witnessed
         failures = failures + witnessed
     return checks, failures
-
-
-def verify_remainder(record: dict[str, Any], anchors: TrustAnchors, public_key: str | None) -> VerificationResult:
-    """What a remainder proves: its stated `record_hash` (not recomputable: null) under the
-    receipt signature, its `receipt_hash` recomputed from the kept hashes, and its audit chain
-    member's leaf over both."""
-    stated, receipt = record.get("record_hash"), remainder_receipt_hash(record)
-    found = (CheckResult(checks={"record_hash": None, "receipt_hash": receipt == record.get("receipt_hash")},
-                         expected={"receipt_hash": receipt}, actual={"receipt_hash": record.get("receipt_hash")},
-                         notes=(("record_hash not recomputed: the record body was removed (inputs_removed); "
-                                "a kept copy of the record verifies against it"),))
-             + CheckResult.single("audit_chain", check_audit_chain(record, stated, receipt)))
-    signature = check_receipt_signature(record, anchors, public_key, stated, receipt)
-    found += signature.result
-    checks = dict(found.checks)
-    integrity = checks["receipt_hash"] is True and checks["audit_chain"] is not False
-    authentic = checks.get("receipt_signature") is True
-    return VerificationResult(
-        verified=integrity and authentic, integrity_valid=integrity, authenticity_valid=authentic,
-        key_source=signature.key_source, checks=checks,
-        failed_checks=tuple(sorted(name for name, ok in checks.items() if ok is False)),
-        expected=dict(found.expected), actual=dict(found.actual), decision_id=record.get("decision_id"),
-        record_kind="removed", signature_algorithm=record.get("receipt_signature_algorithm"),
-        key_id=record.get("receipt_key_id"), notes=found.notes)
 
 
 def _hash_checks(stored: StoredDecision, record: dict[str, Any], request: Any) -> dict[str, bool | None]:

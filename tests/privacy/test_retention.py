@@ -138,6 +138,14 @@ def test_retention_removes_old_inputs_everywhere_and_every_proof_still_verifies(
     chain = client.get(f"/api/decision/chains/{old['audit_chain']['chain_id']}", headers=admin).get_json()
     assert chain["verification"]["valid"] is True, chain["verification"]
     assert chain["chain_size"] == 3
+    packet = client.get(f"/api/decision/{old['decision_id']}/packet", headers=admin).get_json()
+    assert EMAIL not in json.dumps(packet) and packet["decision_record"]["inputs_removed"]["cause"] == "retention"
+    checked = client.post("/api/decision/packet/verify", json={"packet": packet}).get_json()
+    assert checked["verified"] is True and checked["checks"]["audit_chain.inclusion_proof"] is True, checked
+    assert checked["record"]["record_kind"] == "removed" and checked["record"]["checks"]["record_hash"] is None
+    assert "inputs were removed by retention (7 days" in checked["details"]["record"][0]
+    tampered = {**packet, "decision_record": {**packet["decision_record"], "verdict": "no"}}
+    assert client.post("/api/decision/packet/verify", json={"packet": tampered}).get_json()["verified"] is False
 
     replay = client.post(f"/api/decision/{old['decision_id']}/replay", json={}, headers=admin)
     assert replay.status_code == 410, replay.get_json()
@@ -188,3 +196,4 @@ def test_a_removal_is_done_once_and_never_reaches_another_scope(make_app, admin,
     assert "inputs_removed" not in client.get(f"/api/decision/{theirs['decision_id']}", headers=other_key).get_json()
     assert json.dumps(client.get(f"/api/decision/{theirs['decision_id']}/verify",
                                  headers=other_key).get_json()["verified"]) == "true"
+
