@@ -197,3 +197,29 @@ def test_a_removal_is_done_once_and_never_reaches_another_scope(make_app, admin,
     assert json.dumps(client.get(f"/api/decision/{theirs['decision_id']}/verify",
                                  headers=other_key).get_json()["verified"]) == "true"
 
+
+
+def test_the_gate_default_applies_where_the_scope_states_none_and_an_open_hold_keeps_its_facts(make_app, admin,
+                                                                                                 backend):
+    """GATE_FACTS_RETENTION_DAYS where the scope's setting is null; a held decision past it keeps its
+    facts while its hold is open (its reviewers still read them)."""
+    old = make_app(env=LOOPBACK, clock=FixedClock(TEN_DAYS_AGO, step_ms=5))
+    client = old.test_client()
+    approved = client.post("/api/decide", json=customer_request(), headers=admin).get_json()
+    held = client.post("/api/decide", json=customer_request(OTHER_CUSTOMER, OTHER_EMAIL, held=True), headers=admin)
+    assert held.get_json()["verdict"] == "review", held.get_json()
+    app = make_app(env={**LOOPBACK, "GATE_FACTS_RETENTION_DAYS": "5"})
+    runtime = app.extensions["gate"]
+    assert runtime.privacy.settings("tenant_a").facts_days is None
+    worker = next(w for w in runtime.dispatcher.workers if w.name == "facts-retention")  # the dispatcher's own
+    retention = worker.step.__self__
+    assert retention.days("tenant_a") == 5 and worker.interval == 60.0
+    assert worker.run_once() and worker.passes == 1
+    assert len(_removed(runtime.ledger.engine.url.render_as_string(hide_password=False))) == 1
+    read = app.test_client()
+    assert read.get(f"/api/decision/{approved['decision_id']}", headers=admin).get_json()["inputs_removed"]["ref"] \
+        == "5 days"
+    hold = read.get(f"/api/holds/{held.get_json()['decision_id']}", headers=admin).get_json()
+    assert OTHER_EMAIL in json.dumps(hold) or hold["hold"]["facts"], hold  # open: kept
+    assert "inputs_removed" not in read.get(f"/api/decision/{held.get_json()['decision_id']}", headers=admin).get_json()
+    assert retention.run() == 0  # nothing new past it, the open hold still kept
