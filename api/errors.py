@@ -164,6 +164,7 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "EVENT_SUBSCRIPTION_PENDING": (409, "approval_required"),
     "EVENT_NOT_FOUND": (404, "not_found"),
     "EVENTS_PRUNED": (410, "events_pruned"),
+    "DECISION_INPUTS_REMOVED": (410, "decision_inputs_removed"),
     # Issue 42: governance of the policy and guarded activation.
     "RELEASE_POLICY_CHANGED": (409, "release_transition_refused"),
     "RELEASE_VERSION_HALTED": (409, "release_transition_refused"),

@@ -97,6 +97,10 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_PRIVACY_KEY", "unset", "the key (32+ characters) personal values are hashed under, per scope (docs/privacy.md)"),
     ("GATE_PRIVACY_KEY_FILE", "$GATE_HOME/privacy.key",
      "where the privacy key is kept when GATE_PRIVACY_KEY is unset (made on first use, 0600)"),
+    ("GATE_FACTS_RETENTION_DAYS", "0",
+     ("days a decision's request facts and record body are kept where the scope's privacy setting states none; "
+      "older, they are removed from the ledger and the outbox, every hash kept (docs/privacy.md \"Retention\"); "
+      "0: keep all")),
     ("GATE_GRANTS_FILE", "", "the grants file (the workbench's --grants): Slack users' people, CI runs' roles"),
 )
 
@@ -198,6 +202,8 @@ class Settings:
     # Privacy (docs/privacy.md): the key personal values are hashed under (per scope, derived).
     privacy_key: str | None = field(default=None, repr=False)
     privacy_key_file: Path | None = None  # None: $GATE_HOME/privacy.key
+    # Days request facts and record bodies are kept where a scope states none (0: kept for ever).
+    facts_retention_days: int = 0
     # CI as a principal (docs/ci-principal.md): the workload-identity issuer, the audience its tokens
     # name for this gate, the grants file whose `ci` member gives each repository@ref its roles, and
     # the claims that name the repository and the ref. All unset: no CI token is accepted.
@@ -283,12 +289,15 @@ class _PrivacySettings(TypedDict):
 
     privacy_key: str | None
     privacy_key_file: Path | None
+    facts_retention_days: int
 
 
 def _privacy_settings(env: Mapping[str, str], home: Path) -> _PrivacySettings:
-    """The privacy key's text, or its file (docs/privacy.md)."""
+    """The privacy key's text, or its file, and the facts' retention (docs/privacy.md)."""
     return {"privacy_key": env.get("GATE_PRIVACY_KEY") or None,
-            "privacy_key_file": Path(env.get("GATE_PRIVACY_KEY_FILE") or home / "privacy.key")}
+            "privacy_key_file": Path(env.get("GATE_PRIVACY_KEY_FILE") or home / "privacy.key"),
+            "facts_retention_days": _whole(env.get("GATE_FACTS_RETENTION_DAYS", "0"), "GATE_FACTS_RETENTION_DAYS",
+                                           0, 36_500)}
 
 
 def _plan(limits: Mapping[str, Any]) -> dict[str, int]:

@@ -110,6 +110,7 @@ CASES = {
     "EVENT_NOT_FOUND": lambda c: _events_call(c, "post", f"/api/events/subscriptions/{_loopback_sub(c)}/replay",
                                               {"seq": 5}),
     "EVENTS_PRUNED": lambda c: _pruned_read(c),
+    "DECISION_INPUTS_REMOVED": lambda c: _removed_replay(c),
     "RELEASE_POLICY_CHANGED": lambda c: _stale_policy_request(c),
     "RELEASE_VERSION_HALTED": lambda c: _halted(c),
     "RELEASE_DRY_RUN_REQUIRED": lambda c: _dry_run(c, None),
@@ -367,6 +368,7 @@ def _policycheck_undecided(c):
 # Extra members each body must carry (beyond c, v, error, message).
 DETAILS = {
     "EVENTS_PRUNED": {"pruned_through", "oldest_kept"},
+    "DECISION_INPUTS_REMOVED": {"removed"},
     "SVC_API_RATE_LIMITED": {"retry_after"},
     "SVC_API_MONTHLY_CAP_EXCEEDED": {"retry_after", "monthly_cap", "period"},
     "SVC_API_IDEMPOTENCY_CONFLICT": {"idempotency_key", "decision_id", "input_hash", "existing_input_hash"},
@@ -679,6 +681,20 @@ def _pruned_read(c):
     events.clock = type("Later", (), {"now": staticmethod(lambda: datetime.now(UTC) + timedelta(days=31))})()
     assert events.prune() == 1
     return client.get("/api/events?after=0", headers=headers)
+
+
+def _removed_replay(c):
+    """Issue 67: a decision whose inputs the facts' retention removed, then replayed."""
+    from datetime import UTC, datetime
+
+    from gate.clock import FixedClock
+    from gate.services.removal import InputRemoval
+
+    record = _decide(c.client, c.key, c.sample).json
+    removal = InputRemoval(c.client.application.extensions["gate"].ledger, FixedClock(datetime.now(UTC)))
+    assert removal.remove("tenant_a", [record["decision_id"]], removal.cause("retention", "30 days"))
+    return c.client.post(f"/api/decision/{record['decision_id']}/replay", json={},
+                         headers={"x-api-key": c.key})
 
 
 def _pending_subscription_replay(c):

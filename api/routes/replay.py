@@ -40,6 +40,7 @@ def _replay_endpoint(path: str, summary: str) -> Endpoint:
         {200: "replay summary: replay_against, compared fields, replay_status, drift[], decision projection",
          400: "malformed body", 401: "missing or invalid key", 403: "disabled key", 404: "not in scope",
          409: "historical rulebook, evaluator or adapter lineage unavailable or mismatched",
+         410: "the decision's inputs were removed (the facts' retention): `removed` says by what",
          413: "body too large", 415: MEDIA,
          422: "invalid replay mode, forbidden historical input override, unavailable replay input, or an "
               "override over the evaluation limits",
@@ -48,7 +49,7 @@ def _replay_endpoint(path: str, summary: str) -> Endpoint:
          503: "ledger, adapter worker or (multi) advisors unavailable",
          504: "the re-run trusted adapter exceeded its 1,000 ms budget"},
         errors=AUTH_ERRORS + BODY_ERRORS + (
-            "DECISION_NOT_FOUND", "REPLAY_MODE_INVALID", "REPLAY_INPUT_OVERRIDE_FORBIDDEN",
+            "DECISION_NOT_FOUND", "DECISION_INPUTS_REMOVED", "REPLAY_MODE_INVALID", "REPLAY_INPUT_OVERRIDE_FORBIDDEN",
             "REPLAY_INPUT_UNAVAILABLE", "REPLAY_LINEAGE_UNAVAILABLE", "REPLAY_LINEAGE_MISMATCH",
             "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN", "EVALUATION_INPUT_TOO_LARGE", "EVALUATION_TOO_COSTLY",
             "TRUSTED_ADAPTER_EXECUTION_TIMEOUT", "TRUSTED_ADAPTER_OUTPUT_INVALID",
@@ -101,10 +102,12 @@ def diff(caller: Caller, decision_id: str) -> Response:
     "over the stored context and facts and evaluated against the current runtime. Never authorizes a mutation.",
     True, {200: "scenarios[] with scenario_id, label, verdict, action, changed, diff, recommendation",
            400: "missing or invalid scenarios, or malformed body", 401: "missing or invalid key",
-           403: "disabled key", 404: "not in scope", 413: "body too large", 415: MEDIA,
+           403: "disabled key", 404: "not in scope",
+           410: "the decision's inputs were removed (the facts' retention): `removed` says by what",
+           413: "body too large", 415: MEDIA,
            422: "base input unavailable, or a patch over the evaluation limits", 503: "ledger unavailable"},
     errors=AUTH_ERRORS + BODY_ERRORS + (
-        "DECISION_NOT_FOUND", "COUNTERFACTUAL_SCENARIOS_INVALID", "COUNTERFACTUAL_BASE_INPUT_UNAVAILABLE",
+        "DECISION_NOT_FOUND", "DECISION_INPUTS_REMOVED", "COUNTERFACTUAL_SCENARIOS_INVALID", "COUNTERFACTUAL_BASE_INPUT_UNAVAILABLE",
         "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN", "EVALUATION_INPUT_TOO_LARGE", "EVALUATION_TOO_COSTLY",
         "LEDGER_UNAVAILABLE"),
     request_body="CounterfactualsRequest", response_headers=COUNTERFACTUAL_HEADERS,

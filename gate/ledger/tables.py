@@ -108,6 +108,21 @@ decisions = Table(
     Index("ix_decisions_policy_bundle_hash", "policy_bundle_hash"),
 )
 
+# Decisions whose request and record body were removed (issue 67, items 3 and 4; migration 0024):
+# by what (`cause`: retention or erasure; `cause_ref`: the retention's days, an erasure event) and
+# when. The decisions row keeps every hash; `created_at` is the decision's (what ranges count by).
+decision_removals = Table(
+    "decision_removals",
+    metadata,
+    Column("decision_id", String(64), primary_key=True),
+    Column("scope", String(120), nullable=False),
+    Column("created_at", String(32), nullable=False),
+    Column("cause", String(16), nullable=False),
+    Column("cause_ref", String(200), nullable=False),
+    Column("removed_at", String(32), nullable=False),
+    Index("ix_decision_removals_scope_created", "scope", "created_at"),
+)
+
 # Audit chain per scope. The head row is the per-chain lock: appends take it FOR UPDATE first
 # in the decide transaction, so positions are contiguous and appends serialize per chain.
 chain_heads = Table(

@@ -23,6 +23,7 @@ from gate.packets.receipts_fast import _ReceiptTexts
 from gate.packets.result import PacketVerification, _State
 from gate.packets.witness import check_chain_consistency, check_checkpoint_log
 from gate.verify import TrustAnchors, VerificationResult, verify_record
+from gate.verify.remainder import removed, verify_remainder
 from gate.vocabulary import DECISION_PACKET_VERSION
 
 
@@ -46,15 +47,22 @@ def _verify_embedded_record(state: _State, record: Any, anchors: TrustAnchors,
         state.fail("record", "decision_record is not an object")
         return None
     try:
+        if removed(record) is not None:  # its inputs were removed: what remains is checked (gate.verify.remainder)
+            return verify_remainder(record, anchors)
         return verify_record(record, anchors=anchors, original_input=used_input)
     except Exception as exc:  # noqa: BLE001 - any surprise in untrusted content is a failure
         state.fail("record", f"could not be checked ({type(exc).__name__})")
         return None
 
 
-def _report_record(state: _State, result: VerificationResult) -> None:
+def _report_record(state: _State, result: VerificationResult, record: Any) -> None:
     """The record verifier's outcome as the packet's `record` and `record.*` checks."""
     state.checks["record"] = result.integrity_valid
+    gone = removed(record)
+    if gone is not None:
+        state.details["record"] = [(f"the record's inputs were removed by {gone.get('cause')} ({gone.get('ref')}, "
+                                    f"{gone.get('removed_at')}): its hashes, receipt signature and chain membership "
+                                    "are checked, its body is not in the packet")]
     if not result.integrity_valid:
         state.details["record"] = ["the embedded record fails: " + ", ".join(
             name for name in result.failed_checks)]
@@ -186,7 +194,7 @@ def verify_packet(
     result = _verify_embedded_record(state, record, anchors,
                                      packet_input if packet_input is not None else original_input)
     if result is not None:
-        _report_record(state, result)
+        _report_record(state, result, record)
         _check_original_input(state, result, packet_input, original_input)
     if isinstance(record, Mapping):
         state.guard("record_audit_chain", _check_record_audit_chain, state, record_view)

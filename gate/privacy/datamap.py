@@ -44,11 +44,16 @@ class RuleJSON(TypedDict, total=False):
     members: dict[str, str]
 
 
+class RetentionJSON(TypedDict):
+    facts_days: int | None
+
+
 class PrivacyJSON(TypedDict):
     """`PrivacySettings` as JSON (gate/bodies/privacy.schema.json)."""
 
     data_map: dict[str, Any]
     rules: dict[str, RuleJSON]
+    retention: RetentionJSON
 
 
 def strictness(action: str) -> int:
@@ -99,10 +104,13 @@ DEFAULT_RULES: Mapping[str, Rule] = {EVENTS: Rule(), NOTICES: Rule(), DATASET: R
 
 @dataclass(frozen=True, slots=True)
 class PrivacySettings:
-    """The value of the `privacy` safeguard: the data map and the rule of every destination."""
+    """The value of the `privacy` safeguard: the data map, the rule of every destination and the
+    days the scope's request facts and record bodies are kept (`facts_days`; None: the gate's
+    GATE_FACTS_RETENTION_DAYS; docs/privacy.md, "Retention")."""
 
     data_map: DataMap = field(default_factory=DataMap)
     rules: Mapping[str, Rule] = field(default_factory=lambda: dict(DEFAULT_RULES))
+    facts_days: int | None = None
 
     def rule(self, destination: str) -> Rule:
         return self.rules[destination]
@@ -110,24 +118,28 @@ class PrivacySettings:
     def to_json(self) -> PrivacyJSON:
         return {"data_map": {"members": dict(sorted(self.data_map.members.items())),
                              "subject_key": self.data_map.subject_key},
-                "rules": {name: self.rules[name].to_json() for name in DESTINATIONS}}
+                "rules": {name: self.rules[name].to_json() for name in DESTINATIONS},
+                "retention": {"facts_days": self.facts_days}}
 
     @classmethod
     def from_json(cls, body: Any) -> PrivacySettings:
-        """Both members stated (gate/bodies/privacy.schema.json) or PRIVACY_SETTINGS_INVALID: an
-        unknown class, action, destination or member is refused, never ignored."""
+        """data_map and rules stated, retention optional (gate/bodies/privacy.schema.json), or
+        PRIVACY_SETTINGS_INVALID: an unknown class, action, destination or member is refused,
+        never ignored."""
         bodies.check(SCHEMA, body, INVALID)
         data_map = DataMap(dict(body["data_map"]["members"]), body["data_map"]["subject_key"])
         rules = {name: Rule(rule["personal"], rule["sensitive"], dict(rule.get("members", {})))
                  for name, rule in body["rules"].items()}
-        return cls(data_map, rules)
+        return cls(data_map, rules, body.get("retention", {}).get("facts_days"))
 
 
 def weakenings(before: PrivacySettings, after: PrivacySettings) -> tuple[str, ...]:
     """What a change lets out that was not let out before, per destination: a class's action
     loosened (drop → hash → keep), a member that leaves looser than it did (declassified, made
     less sensitive, or given a looser exception), and a subject key removed or moved (a later
-    erasure would no longer find the subject's decisions by it)."""
+    erasure would no longer find the subject's decisions by it); and any change of the facts'
+    retention, in either direction: kept longer (or back to the gate's default) keeps personal
+    data longer, kept shorter destroys evidence sooner, irreversibly, as an erasure does."""
     out: list[str] = []
     was, now = before.data_map.declared(), after.data_map.declared()
     for name in DESTINATIONS:
@@ -142,7 +154,16 @@ def weakenings(before: PrivacySettings, after: PrivacySettings) -> tuple[str, ..
                 out.append(f"{name}: {path} {then} -> {later}")
     if before.data_map.subject_key is not None and after.data_map.subject_key != before.data_map.subject_key:
         out.append(f"subject_key: {before.data_map.subject_key} -> {after.data_map.subject_key}")
+    if before.facts_days != after.facts_days:
+        out.append(f"retention: facts_days {before.facts_days} -> {after.facts_days} "
+                   f"({_retention_change(before.facts_days, after.facts_days)})")
     return tuple(out)
+
+
+def _retention_change(before: int | None, after: int | None) -> str:
+    if before is None or after is None:
+        return "to or from the gate's GATE_FACTS_RETENTION_DAYS"
+    return "inputs removed sooner" if after < before else "personal data kept longer"
 
 
 def _split(path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -47,6 +47,7 @@ from gate.ledger import Ledger, StoredSnapshot
 from gate.ledger.lifecycle import LifecycleStore
 from gate.packets import ChainExcerpt, chain_window
 from gate.packets.members import ChainConsistency, ChainState
+from gate.privacy.removal import remainder_receipt_hash, removed
 from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_hex
 from gate.protocol.records import record_hash
 
@@ -580,7 +581,7 @@ class AuditChainService:
         decisions_ok = True
         for link in links:
             stored = decisions.get(link.get("decision_id"))
-            recomputed = record_hash(json.loads(stored["record_json"])) if stored else None
+            recomputed = _bound_record_hash(json.loads(stored["record_json"])) if stored else None
             # The decision's row must still be filed in this chain's scope (a row moved to
             # another scope leaves this chain, and the other scope would read it).
             if not stored or not (stored["record_hash"] == link.get("record_hash") == recomputed
@@ -633,6 +634,16 @@ def chain_head_integrity(ledger: Ledger, chain_id: str, head: dict[str, Any]) ->
         except (LookupError, ValueError):
             failures.append("chain_head.tree_root")
     return failures
+
+
+def _bound_record_hash(record: dict[str, Any]) -> str | None:
+    """The hash a stored record binds: recomputed from a whole record; a remainder's (its inputs
+    removed, docs/privacy.md "Retention") stated hash when its `receipt_hash` recomputes from the
+    kept hashes, so the chain still verifies its membership by hash."""
+    if removed(record) is None:
+        return record_hash(record)
+    stated = record.get("record_hash")
+    return stated if isinstance(stated, str) and remainder_receipt_hash(record) == record.get("receipt_hash") else None
 
 
 def _rulebook_ref(record: Any) -> tuple[str, str, str] | None:

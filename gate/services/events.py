@@ -613,11 +613,12 @@ class Dispatcher:
     scope's threads off it (another scope's deliveries to the same host go on). `event-stream` publishes to JetStream when configured,
     and each of `tasks` (name: step, the scopes' scheduled reports) is a worker of its own, so one
     failing never skips the others. `event-retention` prunes the outbox every `RETENTION_INTERVAL`
-    seconds (unless the service keeps every event), holding what the stream has not published."""
+    seconds (unless the service keeps every event), holding what the stream has not published; each
+    of `slow_tasks` (the facts' retention, gate.services.removal) is a worker at that interval too."""
 
     def __init__(self, service: EventService, interval: float = 1.0, owner: str | None = None,
                  stream: Any = None, tasks: Mapping[str, Callable[[], Any]] | None = None,
-                 concurrency: int = CONCURRENCY) -> None:
+                 concurrency: int = CONCURRENCY, slow_tasks: Mapping[str, Callable[[], Any]] | None = None) -> None:
         self.service = service
         self.stream = stream  # a gate.events.stream.JetStreamPublisher, or None
         self.interval = interval
@@ -632,6 +633,8 @@ class Dispatcher:
             held = (stream.name,) if stream is not None else ()
             self.workers.append(PeriodicWorker("event-retention", partial(service.prune, held), RETENTION_INTERVAL,
                                                log=log))
+        self.workers += [PeriodicWorker(name, task, RETENTION_INTERVAL, log=log)
+                         for name, task in (slow_tasks or {}).items()]
 
     def start(self) -> None:
         for worker in self.workers:

@@ -14,6 +14,7 @@ from typing import Any
 from gate.advisory.replay import advisory_replay
 from gate.errors import GateError
 from gate.ledger import StoredSnapshot
+from gate.privacy.removal import REMOVED_CODE, removed, summary
 from gate.protocol.advisory_record import is_advisory
 from gate.replay.historical import (
     ReplaySummary,
@@ -49,6 +50,10 @@ class ReplayService:
         if stored is None:
             return None
         record = json.loads(stored.record_json)  # bound_decision parsed it once already
+        gone = removed(record)
+        if gone is not None:  # nothing left to replay: never a changed verdict (docs/privacy.md, "Retention")
+            raise GateError(REMOVED_CODE, f"the inputs of this decision were removed by {gone.get('cause')}",
+                            removed=summary(gone))
         return StoredMaterial(record=record, request_text=stored.request_json or None)
 
     def _bound_snapshot(self, scope: str, record: dict[str, Any]) -> Snapshot | None:

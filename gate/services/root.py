@@ -326,22 +326,26 @@ def serving_services(core: DecisionServices, ledger: Ledger, signing: SigningSet
         scope_events=scope_events, keys=key_service(ledger, signing, clock, governance=core.governance),
         replays=ReplayService(core.decisions), pilots=PilotService(ledger, clock),
         proof_metrics=ProofMetricsService(ledger), policy_alerts=policy_alerts,
-        dispatcher=_dispatcher(core.events, scope_events, ledger, settings, core.governance) if dispatch else None,
+        dispatcher=_dispatcher(core.events, scope_events, ledger, settings, core.governance, privacy)
+        if dispatch else None,
         hold_sweeper=hold_sweeper(core.holds, settings.hold_sweep_ms / 1000) if dispatch else None)
 
 
 def _dispatcher(events: EventService, scope_events: ScopeEventService, ledger: Ledger,
-                settings: Settings, governance: SafeguardSettings) -> Dispatcher:
+                settings: Settings, governance: SafeguardSettings, privacy: PrivacyService) -> Dispatcher:
     """The events out (and their NATS JetStream mirror when GATE_NATS_URL is set), the scheduled
-    reports and the reviewers' channels' passes (gate.services.notify), one worker per task."""
+    reports and the reviewers' channels' passes (gate.services.notify), one worker per task, and
+    the facts' retention (gate.services.removal) beside the outbox's."""
     from gate.events.stream import JetStreamPublisher
     from gate.services.events import Dispatcher
     from gate.services.notify import notifier_from_settings
+    from gate.services.removal import FactsRetention, InputRemoval
 
     notifier = notifier_from_settings(ledger, settings, governance, events.clock, events.privacy)
     tasks: dict[str, Callable[[], Any]] = {"scheduled-reports": scope_events.run_due,
                                            **(dict(notifier.tasks()) if notifier is not None else {})}
     stream = (JetStreamPublisher(events.outbox, settings.nats_url, settings.nats_stream, body_of=events.body_of)
               if settings.nats_url else None)
+    retention = FactsRetention(InputRemoval(ledger, events.clock), privacy, settings.facts_retention_days)
     return Dispatcher(events, settings.events_interval_ms / 1000, stream=stream, tasks=tasks,
-                      concurrency=settings.events_concurrency)
+                      concurrency=settings.events_concurrency, slow_tasks={"facts-retention": retention.run})

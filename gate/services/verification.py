@@ -18,6 +18,13 @@ and the workbench's fresh verification, so both name the same checks for the sam
 - its lifecycle receipts recompute and form the signed per-decision receipt chain;
 - a supplied record is the stored one (`matches_ledger`).
 
+A decision whose inputs were removed (docs/privacy.md, "Retention") stores a remainder
+(`gate.privacy.removal`): its `record_hash` cannot be recomputed from a body that is gone, so it
+is checked as a hash the chain and the receipt signature bind (`record_hash` is null, not
+false; the answer's `inputs_removed` says by what), its `receipt_hash` recomputes from the kept
+hashes, the signature over both verifies, and every ledger check above runs as before. A caller
+who kept the signed record supplies it: checked whole, and against the row's hashes.
+
 SECURITY: the caller must have resolved `stored` within its own scope (another scope's row
 never reaches this function); a failing ledger check makes `verified` false whatever the
 offline checks say.
@@ -30,6 +37,7 @@ from typing import Any
 
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger, StoredDecision
+from gate.privacy.removal import removed, summary
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.records import record_hash
 from gate.services.chains import (
@@ -45,6 +53,7 @@ from gate.verify.ledger_rows import (
     decision_row_checks,
     receipt_chain_failures,
 )
+from gate.verify.remainder import verify_remainder
 
 
 def _head_checks(ledger: Ledger, audit: AuditChainService | None, link_row: dict[str, Any] | None,
@@ -63,6 +72,19 @@ def _head_checks(ledger: Ledger, audit: AuditChainService | None, link_row: dict
     return checks, failures
 
 
+def _hash_checks(stored: StoredDecision, record: dict[str, Any], request: Any) -> dict[str, bool | None]:
+    """The row's indexed hashes against its record (a remainder's stated `record_hash`, a whole
+    record's recomputed one) and, while it is stored, its request."""
+    whole = removed(record) is None
+    return {
+        "ledger_record_hash": stored.record_hash == record.get("record_hash")
+        and (not whole or stored.record_hash == record_hash(record)),
+        "ledger_receipt_hash": stored.receipt_hash == record.get("receipt_hash"),
+        "ledger_input_hash": stored.input_hash == record.get("input_hash")
+        and (request is None or stored.input_hash == sha256_hex(request)),
+    }
+
+
 def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup | LiveSigning, stored: StoredDecision, *,
                            supplied: dict[str, Any] | None = None, original: dict[str, Any] | None = None,
                            public_key: str | None = None, audit: AuditChainService | None = None) -> dict[str, Any]:
@@ -73,18 +95,21 @@ def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup
     decision_id = stored.decision_id
     stored_record = json.loads(stored.record_json)
     stored_request = json.loads(stored.request_json)
+    gone = removed(stored_record)
     record = supplied if supplied is not None else stored_record
-    result = verify_record(record, anchors=anchors,
-                           original_input=original if original is not None else stored_request,
-                           request_public_key=public_key)
+    if gone is None or supplied is not None:
+        result = verify_record(record, anchors=anchors, request_public_key=public_key,
+                               original_input=original if original is not None or gone else stored_request)
+    else:
+        result = verify_remainder(stored_record, anchors, public_key)
     body = {**result.to_dict(), "decision_id": decision_id,
             "source": "supplied" if supplied is not None else "ledger"}
+    if gone is not None:
+        body["inputs_removed"] = summary(gone)
+        if supplied is not None and record_hash(supplied) == stored.record_hash:
+            stored_record = supplied  # the body the caller kept is the one the row's hashes name
     with ledger.one_snapshot():  # the chain head, links, receipts and their heads as of one instant
-        ledger_checks = {
-            "ledger_record_hash": stored.record_hash == record_hash(stored_record) == stored_record.get("record_hash"),
-            "ledger_receipt_hash": stored.receipt_hash == stored_record.get("receipt_hash"),
-            "ledger_input_hash": stored.input_hash == sha256_hex(stored_request) == stored_record.get("input_hash"),
-        }
+        ledger_checks = _hash_checks(stored, stored_record, None if gone else stored_request)
         ledger_checks.update(link_checks_for(ledger, stored_record))
         link_row = ledger.chain_link_for(decision_id)
         chain_head = ledger.chain_head(link_row["chain_id"]) if link_row else None

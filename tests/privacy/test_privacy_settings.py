@@ -62,7 +62,8 @@ def test_reading_or_changing_needs_admin(client, keys):
 
 def test_the_defaults_hide_personal_members_everywhere_and_hash_them_in_the_dataset(client, keys):
     body = _current(client, keys)
-    assert body["privacy"] == {"data_map": {"members": {}, "subject_key": None}, "rules": rules()}
+    assert body["privacy"] == {"data_map": {"members": {}, "subject_key": None}, "rules": rules(),
+                               "retention": {"facts_days": None}}  # the gate's GATE_FACTS_RETENTION_DAYS
 
 
 def test_loosening_a_destination_waits_for_a_second_holder_and_masking_more_does_not(client, keys, backend):
@@ -95,6 +96,35 @@ def test_loosening_a_destination_waits_for_a_second_holder_and_masking_more_does
     for looser in ({**privacy(), "data_map": {"members": {}, "subject_key": "context.customer_id"}},
                    {**privacy(), "data_map": {**privacy()["data_map"], "subject_key": "context.subject"}}):
         assert client.put("/api/privacy", json=looser, headers=_h(keys, "alice")).status_code == 202
+
+
+@pytest.mark.parametrize("retention", [{"facts_days": 0}, {"facts_days": 36501}, {"facts_days": "30"},
+                                       {"facts_days": 30, "erase": True}, {}])
+def test_a_bad_retention_is_refused_and_changes_nothing(client, keys, retention):
+    before = _current(client, keys)
+    answer = client.put("/api/privacy", json={**privacy(), "retention": retention}, headers=_h(keys, "alice"))
+    assert answer.status_code == 400 and answer.get_json()["error"] == "PRIVACY_SETTINGS_INVALID", answer.get_json()
+    assert _current(client, keys) == before
+
+
+def test_a_retention_change_either_way_waits_for_a_second_holder(client, keys, backend):
+    """Kept longer keeps personal data longer; kept shorter removes evidence sooner, for good:
+    while the scope requires approvals, both are requests a second holder approves."""
+    assert client.put("/api/privacy", json={**privacy(), "retention": {"facts_days": 30}},
+                      headers=_h(keys, "alice")).status_code == 200
+    on = client.patch(RELEASE_POLICY, json={"require_approval": True}, headers=_h(keys, "alice"))
+    assert on.status_code == 200, on.get_json()
+    for days, why in ((90, "personal data kept longer"), (7, "inputs removed sooner"),
+                      (None, "to or from the gate's GATE_FACTS_RETENTION_DAYS")):
+        asked = client.put("/api/privacy", json={**privacy(), "retention": {"facts_days": days}},
+                           headers=_h(keys, "alice"))
+        assert asked.status_code == 202, asked.get_json()
+        assert asked.get_json()["event"]["weakens"] == [f"retention: facts_days 30 -> {days} ({why})"]
+        assert _current(client, keys)["privacy"]["retention"] == {"facts_days": 30}
+    seq = asked.get_json()["event"]["seq"]
+    approved = client.post("/api/privacy/approvals", json={"request_seq": seq}, headers=_h(keys, "bob"))
+    assert approved.status_code == 200, approved.get_json()
+    assert _current(client, keys)["privacy"]["retention"] == {"facts_days": None}
 
 
 def test_weakenings_are_computed_per_member_class_and_subject_key():

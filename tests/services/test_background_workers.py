@@ -17,7 +17,7 @@ from tests.server.support import call, server_factory  # noqa: F401 (the fixture
 pytestmark = [pytest.mark.slow]
 
 ENV = {"GATE_EVENTS_INTERVAL_MS": "100", "GATE_HOLD_SWEEP_MS": "100"}
-EXPECTED = ["webhooks", "scheduled-reports", "event-retention", "hold-sweeper", "release-guard"]
+EXPECTED = ["webhooks", "scheduled-reports", "event-retention", "facts-retention", "hold-sweeper", "release-guard"]
 
 
 def _status(base: str) -> tuple[int, dict]:

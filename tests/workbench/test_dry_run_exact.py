@@ -178,9 +178,9 @@ def test_transitions_drift_and_rules_in_their_order_every_member(result):
     assert result.draft == {"rulebook_id": "refunds", "version": "2.0.0", "rulebook_hash": sha256_hex(DRAFT),
                             "rule_order": ["huge", "big", "small", "ghost"]}
     assert (result.rulebook_id, result.scope) == ("refunds", None)
-    # The reader's notes on what the figures mean travel with every result (three of them; the
+    # The reader's notes on what the figures mean travel with every result (four of them; the
     # first explains the unobservable class of a flip from no).
-    assert len(result.notes) == 3 and "cannot be observed (outcome class unobservable)" in result.notes[0]
+    assert len(result.notes) == 4 and "cannot be observed (outcome class unobservable)" in result.notes[0]
     assert [(v["first"], v["last"]) for v in result.history_versions] == [
         ("2026-01-05T00:00:00.000Z", "2026-02-04T00:00:00.000Z")]
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
@@ -27,6 +29,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from gate.privacy.removal import MARKER, removed
 from gate.protocol.canonical import sha256_bytes_hex, sha256_hex
 from workbench.dataset import iceberg
 from workbench.dataset.convert import decisions_table, frame_of, holds_table, receipts_table
@@ -109,6 +112,9 @@ class History:
     source: HistorySource | None
     versions: pl.DataFrame
     holds: pl.LazyFrame | None = None
+    # Decisions of the history whose inputs were removed, per cause (retention, erasure; docs/privacy.md
+    # "Retention"): read from the ledger's remainders; a dataset's history states none.
+    removed: Mapping[str, int] = field(default_factory=dict)
 
     def per_scope(self) -> dict[str, int]:
         """Decisions of the rulebook per scope, every scope."""
@@ -389,7 +395,9 @@ def from_ledger(ledger: Ledger, rulebook_id: str, scope: str | None = None,
 
     heads = stream.chain_heads_of(ledger, scope)
     decision_frames, fact_frames, outcome_frames = [], [], []
+    removed: Counter[str] = Counter()
     for rows in stream.iter_decisions(ledger, scope=scope, policy_id=rulebook_id, batch_size=batch_size):
+        removed.update(removal_causes(rows))
         table = decisions_table(rows)
         decision_frames.append(frame_of(table).select([*DECISION_ANALYSIS_SCHEMA, "scope", "month"]))
         facts = facts_tables(table).get(rulebook_id)
@@ -413,7 +421,21 @@ def from_ledger(ledger: Ledger, rulebook_id: str, scope: str | None = None,
         source["scope_head"] = scope_head_of(heads)
     # Every decision of the rulebook got a facts row from the same batch: the base is covered.
     return History(rulebook_id, scope, decisions.lazy(), replay_base(decisions.lazy(), facts.lazy(), True),
-                   outcomes.lazy(), source, summarize_decisions(decisions.lazy()).collect(), holds)
+                   outcomes.lazy(), source, summarize_decisions(decisions.lazy()).collect(), holds,
+                   dict(sorted(removed.items())))
+
+
+def removal_causes(rows: Iterable[Mapping[str, Any]]) -> Counter[str]:
+    """The causes of the rows whose stored record is a remainder (its inputs removed): never
+    replayable, and said apart by the dry-run (`inputs_removed`), never counted as changed."""
+    causes: Counter[str] = Counter()
+    for row in rows:
+        text = row["record_json"]
+        if MARKER in text:  # cheap first: a whole record parses only when the word appears in it
+            found = removed(json.loads(text))
+            if found is not None:
+                causes[str(found.get("cause"))] += 1
+    return causes
 
 
 def _ledger_holds(ledger: Ledger, rulebook_id: str, scope: str | None, batch_size: int) -> pl.LazyFrame:

@@ -45,6 +45,7 @@ def _headline(m: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("Decisions in history", f"{d['decisions_total']:,}"),
         ("Replayed", f"{d['decisions_evaluated']:,} ({d['decisions_scalar']:,} by the scalar evaluator)"),
         ("Could not replay (no facts)", f"{d['decisions_unreplayable']:,}"),
+        ("Inputs removed (never counted as changed)", _removed_text(d.get("inputs_removed"))),
         ("Verdict changed", f"{d['decisions_changed']:,} ({_pct(d['decisions_changed'], d['decisions_evaluated'])})"),
         *impact_rows(d.get("impact")),
         ("Review queue", (f"{review['before']:,} → {review['after']:,} "
@@ -170,3 +171,11 @@ def render_html(m: Mapping[str, Any]) -> str:
         "</body></html>",
     ]
     return "\n".join(parts)
+
+
+def _removed_text(removed: Any) -> str:
+    """How many of the unreplayable had their inputs removed, and by what."""
+    if not isinstance(removed, Mapping) or not removed.get("count"):
+        return "0"
+    by = ", ".join(f"{count:,} by {cause}" for cause, count in sorted(removed.get("by", {}).items()))
+    return f"{removed['count']:,} ({by})"

@@ -84,6 +84,13 @@ class Unreplayable(TypedDict):
     by_verdict: dict[str, int]
 
 
+class InputsRemoved(TypedDict):
+    """Decisions of the history whose inputs were removed (among the unreplayable), per cause."""
+
+    count: int
+    by: dict[str, int]
+
+
 class Flips(TypedDict):
     """`flips`: how many decisions the draft changes, and the newest of them listed (`FLIP_COLUMNS`)."""
 
@@ -157,6 +164,7 @@ class DryRunBody(TypedDict):
     impact: Impact | None
     baseline: Baseline
     notes: list[str]
+    inputs_removed: InputsRemoved
 
 
 @dataclass(frozen=True)
@@ -189,6 +197,8 @@ class DryRunResult:
     # What the old side is (workbench.migration.baseline): a version replayed over the history, or the history.
     baseline: Baseline = field(default_factory=HISTORY.copy)
     notes: list[str] = field(default_factory=list)
+    # Decisions whose inputs were removed (retention, erasure): unreplayable, never changed.
+    inputs_removed: InputsRemoved = field(default_factory=lambda: InputsRemoved(count=0, by={}))
 
     def to_dict(self) -> DryRunBody:
         """The result as JSON (`DryRunBody`, which names the fields one for one and in their order:
@@ -282,6 +292,8 @@ NOTES = [
      "was reported for that decision."),
     ("Decisions without stored facts cannot be replayed; they are counted under unreplayable and "
      "take no part in transitions, drift or the review forecast."),
+    ("Decisions whose inputs were removed (by the facts' retention or an erasure) are among the "
+     "unreplayable and are counted apart under inputs_removed, by cause; none is ever counted as changed."),
 ]
 _ISO_MS = "%Y-%m-%dT%H:%M:%S%.3fZ"
 
@@ -365,4 +377,5 @@ def summarize(history: History, draft: Draft, computed: Computed, cost: CostMode
         impact=_impact(replayed, computed, cost or CostModel()),
         baseline=(baseline if baseline is not None else HISTORY).copy(),
         notes=list(NOTES),
+        inputs_removed={"count": sum(history.removed.values()), "by": dict(history.removed)},
     )

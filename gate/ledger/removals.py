@@ -1,0 +1,146 @@
+"""The ledger's side of removing decisions' inputs (issue 67, items 3 and 4; docs/privacy.md,
+"Retention"): which decisions are due, the removal itself in one transaction, and the counts
+replay, dry-runs and reports state.
+
+A removal (`remove`) rewrites, for each decision of the scope not removed before: the stored
+request to `gate.privacy.removal.removed_request`, the stored record to its remainder, the hold's
+facts and request summary (and the two plain columns the Inbox searches) to nothing, and every
+`decision.created` event in the outbox that copied the record to the event with its remainder;
+and it files one `decision_removals` row. Nothing else is touched: the decisions row's hashes and
+seal, the chain links, the Merkle nodes, the checkpoints, the hold chain and the receipts stay as
+signed. The outbox's counted bytes (`event_retention.bytes`) are lowered by what the rewrite saved.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import and_, func, select, update
+from sqlalchemy.engine import Connection
+
+from gate.events.cloudevent import full_type
+from gate.ledger.store import Ledger
+from gate.ledger.tables import chain_heads, decision_removals, decisions, event_outbox, event_retention, holds
+from gate.privacy.removal import Cause, event_remainder, remainder, removed_request
+from gate.protocol.canonical import canonical_text
+
+OPEN = "open"
+
+
+def scopes(ledger: Ledger) -> list[str]:
+    """Every scope with decisions (one chain head each)."""
+    with ledger.read() as connection:
+        return [row[0] for row in connection.execute(select(chain_heads.c.scope).order_by(chain_heads.c.scope))]
+
+
+def due(ledger: Ledger, scope: str, before: str, limit: int) -> list[str]:
+    """Up to `limit` of the scope's decisions made before `before`, oldest first, whose inputs
+    are still there and whose hold (if any) is closed: an open hold keeps its facts for its
+    reviewers until it closes."""
+    removed = select(decision_removals.c.decision_id).where(decision_removals.c.decision_id == decisions.c.decision_id)
+    held = select(holds.c.decision_id).where(holds.c.decision_id == decisions.c.decision_id, holds.c.state == OPEN)
+    with ledger.read() as connection:
+        rows = connection.execute(
+            select(decisions.c.decision_id).where(
+                decisions.c.scope == scope, decisions.c.created_at < before, ~removed.exists(), ~held.exists())
+            .order_by(decisions.c.created_at, decisions.c.decision_id).limit(limit))
+        return [row[0] for row in rows]
+
+
+def remove(ledger: Ledger, scope: str, decision_ids: Sequence[str], cause: Cause) -> list[str]:
+    """Remove the inputs of the scope's `decision_ids` (those not removed before; another scope's
+    are not touched) in one transaction; returns the ids removed."""
+    if not decision_ids:
+        return []
+    with ledger.write() as connection:
+        rows = connection.execute(
+            select(decisions.c.decision_id, decisions.c.created_at, decisions.c.record_json)
+            .where(decisions.c.scope == scope, decisions.c.decision_id.in_(list(decision_ids)),
+                   ~select(decision_removals.c.decision_id)
+                   .where(decision_removals.c.decision_id == decisions.c.decision_id).exists())).mappings().all()
+        if not rows:
+            return []
+        request_text = removed_request(cause)
+        for row in rows:
+            connection.execute(update(decisions).where(decisions.c.decision_id == row["decision_id"]).values(
+                record_json=canonical_text(remainder(json.loads(row["record_json"]), cause)),
+                request_json=request_text))
+        ids = [row["decision_id"] for row in rows]
+        connection.execute(update(holds).where(holds.c.decision_id.in_(ids)).values(
+            facts_json="{}", request_json=None, target_object_id=None, source_record_id=None))
+        _rewrite_events(connection, scope, ids, min(row["created_at"] for row in rows), cause)
+        connection.execute(decision_removals.insert(), [
+            {"decision_id": row["decision_id"], "scope": scope, "created_at": row["created_at"],
+             "cause": cause.cause, "cause_ref": cause.ref, "removed_at": cause.removed_at} for row in rows])
+        return ids
+
+
+def _rewrite_events(connection: Connection, scope: str, ids: Iterable[str], since: str, cause: Cause) -> None:
+    """The scope's `decision.created` events of `ids` (written at or after `since`, the oldest
+    decision's time) with their records replaced by remainders."""
+    wanted = set(ids)
+    rows = connection.execute(
+        select(event_outbox.c.seq, event_outbox.c.event_json)
+        .where(event_outbox.c.scope == scope, event_outbox.c.event_type == full_type("decision.created"),
+               event_outbox.c.created_at >= since)).mappings().all()
+    saved = 0
+    for row in rows:
+        event = json.loads(row["event_json"])
+        if event.get("subject") not in wanted:
+            continue
+        changed = event_remainder(event, cause)
+        if changed is None:
+            continue
+        text = canonical_text(changed)
+        saved += _stored_size(connection, scope, row["seq"], row["event_json"], text)
+        connection.execute(update(event_outbox).where(
+            and_(event_outbox.c.scope == scope, event_outbox.c.seq == row["seq"])).values(event_json=text))
+    if saved:
+        connection.execute(update(event_retention).where(event_retention.c.scope == scope).values(
+            bytes=func.max(event_retention.c.bytes - saved, 0) if connection.dialect.name == "sqlite"
+            else func.greatest(event_retention.c.bytes - saved, 0)))
+
+
+def _stored_size(connection: Connection, scope: str, seq: int, before: str, after: str) -> int:
+    """How many counted bytes the rewrite of event `seq` saves (0 when the retention pass has
+    not counted it yet: it will count the new text)."""
+    counted = connection.execute(select(event_retention.c.counted_through)
+                                 .where(event_retention.c.scope == scope)).scalar()
+    if counted is None or seq > counted:
+        return 0
+    return max(len(before.encode("utf-8")) - len(after.encode("utf-8")), 0)
+
+
+def removal(ledger: Ledger, decision_id: str) -> dict[str, Any] | None:
+    """The removal row of one decision, or None."""
+    with ledger.read() as connection:
+        row = connection.execute(select(decision_removals)
+                                 .where(decision_removals.c.decision_id == decision_id)).mappings().first()
+    return dict(row) if row is not None else None
+
+
+def counts(ledger: Ledger, scope: str | None, since: str | None = None, until: str | None = None,
+           ) -> dict[str, int]:
+    """Decisions (of `scope`, every scope when None) made in [since, until) whose inputs were
+    removed, per cause."""
+    where = []
+    if scope is not None:
+        where.append(decision_removals.c.scope == scope)
+    if since is not None:
+        where.append(decision_removals.c.created_at >= since)
+    if until is not None:
+        where.append(decision_removals.c.created_at < until)
+    with ledger.read() as connection:
+        rows = connection.execute(select(decision_removals.c.cause, func.count()).where(*where)
+                                  .group_by(decision_removals.c.cause))
+        return {str(cause): int(number) for cause, number in rows}
+
+
+def removed_ids(ledger: Ledger, scope: str | None) -> dict[str, Mapping[str, Any]]:
+    """Every removed decision (of `scope`, or all) with its cause, reference and time."""
+    where = [decision_removals.c.scope == scope] if scope is not None else []
+    with ledger.read() as connection:
+        rows = connection.execute(select(decision_removals).where(*where)).mappings().all()
+    return {row["decision_id"]: dict(row) for row in rows}
