@@ -198,7 +198,7 @@ def policy_as_code_tour(home: Path) -> str:
         f"  {gate} release policy --scope demo --dry-run-max-age 31536000   # the demo's history ends weeks ago",
         f"  {gate} init-policies policies --scope demo && git add . && git commit -qm 'what the demo runs'",
         "  (edit policies/demo/refund_approval.json: a new \"version\" and, say, a lower review threshold)",
-        f"  {gate} plan --dir policies --scope demo     # Markdown for a pull request; exit 2: something changes",
+        f"  {gate} plan --dir policies --scope demo     # Markdown for a pull request; exit 3: something changes",
         f"  {gate} apply --dir policies --scope demo    # publishes it and makes policies/demo/release.toml's move",
         "",
     ])
