@@ -22,17 +22,11 @@ from sqlalchemy.engine import Connection
 
 from gate.events.cloudevent import full_type
 from gate.ledger.store import Ledger
-from gate.ledger.tables import chain_heads, decision_removals, decisions, event_outbox, event_retention, holds
+from gate.ledger.tables import decision_removals, decisions, event_outbox, event_retention, holds
 from gate.privacy.removal import Cause, event_remainder, remainder, removed_request
 from gate.protocol.canonical import canonical_text
 
 OPEN = "open"
-
-
-def scopes(ledger: Ledger) -> list[str]:
-    """Every scope with decisions (one chain head each)."""
-    with ledger.read() as connection:
-        return [row[0] for row in connection.execute(select(chain_heads.c.scope).order_by(chain_heads.c.scope))]
 
 
 def due(ledger: Ledger, scope: str, before: str, limit: int) -> list[str]:
@@ -85,6 +79,10 @@ def _rewrite_events(connection: Connection, scope: str, ids: Iterable[str], sinc
         select(event_outbox.c.seq, event_outbox.c.event_json)
         .where(event_outbox.c.scope == scope, event_outbox.c.event_type == full_type("decision.created"),
                event_outbox.c.created_at >= since)).mappings().all()
+    # What the retention pass has counted so far (read once): a rewrite of an event it counted
+    # lowers the counted bytes; one it has not counted yet is counted later at its new size.
+    counted = connection.execute(select(event_retention.c.counted_through)
+                                 .where(event_retention.c.scope == scope)).scalar()
     saved = 0
     for row in rows:
         event = json.loads(row["event_json"])
@@ -94,23 +92,14 @@ def _rewrite_events(connection: Connection, scope: str, ids: Iterable[str], sinc
         if changed is None:
             continue
         text = canonical_text(changed)
-        saved += _stored_size(connection, scope, row["seq"], row["event_json"], text)
+        if counted is not None and row["seq"] <= counted:
+            saved += max(len(row["event_json"].encode("utf-8")) - len(text.encode("utf-8")), 0)
         connection.execute(update(event_outbox).where(
             and_(event_outbox.c.scope == scope, event_outbox.c.seq == row["seq"])).values(event_json=text))
     if saved:
         connection.execute(update(event_retention).where(event_retention.c.scope == scope).values(
             bytes=func.max(event_retention.c.bytes - saved, 0) if connection.dialect.name == "sqlite"
             else func.greatest(event_retention.c.bytes - saved, 0)))
-
-
-def _stored_size(connection: Connection, scope: str, seq: int, before: str, after: str) -> int:
-    """How many counted bytes the rewrite of event `seq` saves (0 when the retention pass has
-    not counted it yet: it will count the new text)."""
-    counted = connection.execute(select(event_retention.c.counted_through)
-                                 .where(event_retention.c.scope == scope)).scalar()
-    if counted is None or seq > counted:
-        return 0
-    return max(len(before.encode("utf-8")) - len(after.encode("utf-8")), 0)
 
 
 def removal(ledger: Ledger, decision_id: str) -> dict[str, Any] | None:

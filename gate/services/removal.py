@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from gate.clock import Clock, iso_ms
-from gate.ledger import Ledger
+from gate.ledger import Ledger, stream
 from gate.ledger import removals as store
 from gate.privacy.removal import RETENTION, Cause
 from gate.services.privacy import PrivacyService
@@ -61,7 +61,7 @@ class FactsRetention:
     def run(self) -> int:
         """One pass; returns how many decisions had their inputs removed."""
         removed = 0
-        for scope in store.scopes(self.removal.ledger):
+        for scope in stream.scopes(self.removal.ledger):
             days = self.days(scope)
             if days > 0:
                 removed += self._scope(scope, days)
