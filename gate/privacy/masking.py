@@ -44,7 +44,8 @@ def token(key: bytes, value: Any) -> str:
     return TOKEN_PREFIX + hmac.new(key, canonical_text(value).encode("utf-8"), hashlib.sha256).hexdigest()
 
 
-def _pointer(parts: tuple[str | int, ...]) -> str:
+def pointer(parts: tuple[str | int, ...]) -> str:
+    """The JSON Pointer (RFC 6901) of a member reached by `parts`, each escaped (`~0`, `~1`)."""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
@@ -84,7 +85,7 @@ class Masker:
             action = self._matched(node)
             if action is None:
                 return node
-            masked.append(_pointer(at))
+            masked.append(pointer(at))
             return self._apply(action, node)
         if isinstance(node, Mapping):
             out = {}
@@ -148,7 +149,7 @@ class Masker:
             for part in parts[:-1]:
                 parent = parent.get(part) if isinstance(parent, dict) else None
             if isinstance(parent, dict) and parts[-1] in parent:
-                masked.append(_pointer(parts))
+                masked.append(pointer(parts))
                 if action == DROP:
                     del parent[parts[-1]]
                 else:

@@ -20,7 +20,7 @@ from typing import Any, TypedDict
 
 import polars as pl
 
-from gate.privacy.masking import TOKEN_PREFIX
+from gate.privacy.masking import TOKEN_PREFIX, pointer
 from workbench.dataset.load import read_manifest, scan_facts, scan_table
 
 
@@ -37,7 +37,7 @@ def _pointers(node: Any, values: frozenset[str], at: str = "") -> Iterable[str]:
             yield at
     elif isinstance(node, Mapping):
         for name, value in node.items():
-            yield from _pointers(value, values, at + "/" + str(name).replace("~", "~0").replace("/", "~1"))
+            yield from _pointers(value, values, at + pointer((str(name),)))
     elif isinstance(node, list):
         for index, value in enumerate(node):
             yield from _pointers(value, values, f"{at}/{index}")
