@@ -116,7 +116,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from benchmarks.gate_app import embedded_app
-    from gate_cli.main import create_key
+    from gate_cli.keys_cmd import create_key
 
     with embedded_app() as (settings, app):
         key = create_key(settings, "bench", "scale", 10_000_000, None)["api_key"]

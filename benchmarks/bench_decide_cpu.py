@@ -53,7 +53,7 @@ WORKER = textwrap.dedent("""
     from gate.keys.signing import generate_keyring
     from gate.ledger import Ledger
     from gate.settings import Settings
-    from gate_cli.main import create_key
+    from gate_cli.keys_cmd import create_key
     body = Path("gate/data/requests/verdict-yes.json").read_bytes()
     with tempfile.TemporaryDirectory() as home:
         keyring = Path(home) / "signing-keys.json"

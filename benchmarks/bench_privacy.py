@@ -45,7 +45,7 @@ def main() -> int:
     from gate.keys.signing import generate_keyring
     from gate.protocol.canonical import canonical_text
     from gate.settings import Settings
-    from gate_cli.main import create_key
+    from gate_cli.keys_cmd import create_key
     from tests.privacy.support import customer_request, privacy
 
     with tempfile.TemporaryDirectory() as home:

@@ -56,7 +56,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from benchmarks.gate_app import embedded_app
-    from gate_cli.main import create_key
+    from gate_cli.keys_cmd import create_key
     from tests.fake_adapters import FakeRegistry, adapter_request
 
     with embedded_app(adapters=FakeRegistry()) as (settings, app):

@@ -48,7 +48,7 @@ WORKER = textwrap.dedent("""
         app = create_app(Settings.from_env(env))
         boot = time.perf_counter() - t0  # imports and the app (the keyring and the ledger file included)
         rss_boot = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        from gate_cli.main import create_key
+        from gate_cli.keys_cmd import create_key
         key = create_key(Settings.from_env(env), "bench", "scale", 1000, None)["api_key"]
         client, headers = app.test_client(), {"x-api-key": key}
         body = json.loads(Path("gate/data/requests/verdict-yes.json").read_text())

@@ -50,7 +50,7 @@ def bench_key(settings: Any, permissions: str | None = "decide,admin", *, plan: 
     """A new API key of scope `bench` with `permissions` (None: decide only); a key that needs a
     holder names `HOLDER`."""
     from gate.keys.apikeys import HOLDER_REQUIRED, parse_permissions
-    from gate_cli.main import create_key
+    from gate_cli.keys_cmd import create_key
 
     holder = HOLDER if parse_permissions(permissions) & HOLDER_REQUIRED else None
     return str(create_key(settings, "bench", plan, rate_limit, monthly_cap, None, permissions, holder)["api_key"])

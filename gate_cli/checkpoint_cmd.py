@@ -43,7 +43,7 @@ MAX_ANSWER_BYTES = 1024 * 1024
 
 
 def add_checkpoint_parser(sub: Subparsers) -> None:
-    p = sub.add_parser("checkpoint", help="witness the audit chain: keep signed checkpoints outside the ledger")
+    p = sub.add_parser("checkpoint")
     csub = p.add_subparsers(dest="checkpoint_command", required=True, metavar="CHECKPOINT_COMMAND")
     s = csub.add_parser("save", help="append the chain's current signed checkpoint to a JSONL log",
                         description=__doc__.split("\n\n")[1])

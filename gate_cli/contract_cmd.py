@@ -94,13 +94,16 @@ def cmd_migration_check(args: argparse.Namespace) -> int:
     return 0 if result["gate_passed"] else 1
 
 
-def add_contract_parsers(sub: Subparsers) -> None:
-    p = sub.add_parser("conformance", help="run the published conformance fixtures against an endpoint")
+def add_conformance_parser(sub: Subparsers) -> None:
+    p = sub.add_parser("conformance")
     p.add_argument("--endpoint", required=True, help="base URL, e.g. http://127.0.0.1:8080")
     p.add_argument("--api-key", default=None, help="API key (default: GATE_API_KEY)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_conformance)
-    m = sub.add_parser("migration", help="rulebook migration manifests")
+
+
+def add_migration_parser(sub: Subparsers) -> None:
+    m = sub.add_parser("migration")
     msub = m.add_subparsers(dest="migration_command", required=True)
     c = msub.add_parser("check", help="replay the golden corpus under a migration's candidate and gate it")
     c.add_argument("manifest")

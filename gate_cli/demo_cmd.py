@@ -207,7 +207,7 @@ def policy_as_code_tour(home: Path) -> str:
 def add_demo_parser(sub: Subparsers, serve_demo: Callable[[argparse.Namespace], int],
                     formatter: type[argparse.HelpFormatter] | None = None) -> None:
     extra: dict[str, Any] = {"formatter_class": formatter} if formatter else {}
-    p = sub.add_parser("demo", help="set up the embedded default with demo data and serve it",
+    p = sub.add_parser("demo",
                        description="Serve the embedded demo (seeding the demo ledger on the first run), "
                                    "or `gate demo seed` to write the demo ledger only. Each run disables the "
                                    "demo key of the run before and prints a new one.", **extra)

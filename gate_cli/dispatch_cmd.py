@@ -37,7 +37,7 @@ STOP_SECONDS = 10.0  # how long a stop waits for the running delivery turns
 
 def add_dispatch_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
-        "dispatch", help="run the deliveries, notices, retention and sweeps (beside `gate serve --no-dispatch`)",
+        "dispatch",
         description="Run every background worker of the serving processes in this process: webhook deliveries "
                     "and the NATS mirror, the outbox's retention, scheduled reports, reviewers' notices and the "
                     "hold sweeper, until SIGTERM (graceful). Any number may run on one ledger; its leases keep "

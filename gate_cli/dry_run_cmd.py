@@ -47,7 +47,7 @@ __all__ = ["add_dry_run_parser", "cmd_dry_run"]
 
 
 def add_dry_run_parser(sub: Subparsers) -> None:
-    p = sub.add_parser("dry-run", help="re-evaluate a rulebook's history under a draft (or --verify a result)")
+    p = sub.add_parser("dry-run")
     p.add_argument("--rulebook-id", help="the rulebook whose historical decisions are replayed "
                                                 "(required unless --verify)")
     p.add_argument("--draft", help="the draft rulebook (JSON file) (required unless --verify; "

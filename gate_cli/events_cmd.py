@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def add_events_parser(sub: Subparsers) -> None:
-    events = sub.add_parser("events", help="webhook subscriptions, deliveries, replays and the dispatcher")
+    events = sub.add_parser("events")
     esub = events.add_subparsers(dest="events_command", required=True)
     subscribe = esub.add_parser("subscribe", help="subscribe a webhook URL (its secret is printed once)")
     _scope(subscribe)

@@ -112,7 +112,7 @@ def _snapshots(manifest: DatasetManifest) -> dict[str, int | None]:
 
 
 def add_export_parser(sub: Subparsers) -> None:
-    p = sub.add_parser("export", help="export the ledger into a Hive-partitioned Parquet dataset",
+    p = sub.add_parser("export",
                        description="Stream what is new in the ledger since the last export into "
                                    "DIR (a path or an object-store URL); see docs/dataset.md.")
     p.add_argument("--out", required=True, metavar="DIR", help="dataset location: a path, file://, s3://, gs://")

@@ -42,7 +42,7 @@ _STEPS = ("resolve", "claim", "unclaim", "reassign", "escalate")
 
 
 def add_holds_parser(sub: Subparsers) -> None:
-    holds = sub.add_parser("holds", help="held actions: the inbox, a hold's facts and events, resolve, claim, reassign, escalate, policy")
+    holds = sub.add_parser("holds")
     hsub = holds.add_subparsers(dest="holds_command", required=True)
     listed = hsub.add_parser("list", help="the scope's holds, the most urgent first, then the least time left")
     _scope(listed)

@@ -123,42 +123,52 @@ class LocalGate:
 # ---------------------------------------------------------------------------- the parser
 
 
-def add_policy_parsers(sub: Subparsers) -> None:
-    init = sub.add_parser("init-policies", help="write the policy-as-code layout from what each scope runs")
+def add_init_parser(sub: Subparsers) -> None:
+    init = sub.add_parser("init-policies")
     init.add_argument("dir", help="the folder to write DIR/<scope>/<rulebook_id>.json and release.toml into "
                                   "(created; an existing file is never overwritten)")
     init.add_argument("--scope", action="append", default=None,
                       help="only this scope (repeatable; default: every scope with a rulebook)")
     init.set_defaults(func=cmd_init_policies)
-    for name, text in (("plan", "what the rulebooks in DIR would change: diff, lint, full-history dry-run"),
-                       ("apply", "publish the changed rulebooks in DIR and start their releases (release.toml)")):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("--dir", required=True, help="the policies folder: DIR/<scope>/<rulebook_id>.json (required)")
-        p.add_argument("--dataset", default=None, help="an exported, signed dataset folder to replay "
-                                                       "(default: the live ledger, as gate dry-run)")
-        p.add_argument("--allow-unsigned", action="store_true",
-                       help="with --dataset: read a dataset whose manifest carries no signature (default: refused)")
-        p.add_argument("--key-registry", default=None, metavar="FILE",
-                       help="with --dataset: a saved key registry (GET /api/decision/receipt-keys) whose public keys "
-                            "the dataset's signature may verify with (default: GATE_KEY_REGISTRY)")
-        p.add_argument("--key-fingerprint", action="append", default=None, metavar="SHA256",
-                       help="with --gate and --dataset: trust the key of this fingerprint the gate publishes at "
-                            "/api/decision/receipt-keys (repeatable; a fingerprint it does not publish is refused; default: none)")
-        p.add_argument("--out", default=None, help="folder for each change's signed dry-run "
-                                                   "(<scope>/<rulebook_id>/migration.json, report.md, …) and plan.json "
-                                                   "(default: GATE_HOME/plans/<time>)")
-        p.add_argument("--format", choices=("markdown", "json"), default="markdown",
-                       help="markdown (a pull-request comment) or json (default: markdown)")
-        p.add_argument("--fail-on", default=None, metavar="COND[,COND…]",
-                       help="exit 1 when a change meets a condition NAME OP INTEGER, NAME one of decisions_changed, "
-                            "lost_failures, failures_caught, successes_lost, review_load_change, lint_warnings, "
-                            "unreplayable (for example lost_failures>0; default: none)")
-        p.add_argument("--scope", default=None,
-                       help="only DIR/<scope> (required with --gate: the credential's scope; default: every scope)")
-        p.add_argument("--gate", default=None, metavar="URL",
-                       help="a remote gate, acted on with GATE_API_KEY (and GATE_ID_TOKEN, a CI workload-identity "
-                            "token, when set); default: the local ledger as the operator")
-        p.set_defaults(func=cmd_plan if name == "plan" else cmd_apply, policy_command=name)
+
+
+def add_plan_parser(sub: Subparsers) -> None:
+    _add_dir_parser(sub, "plan")
+
+
+def add_apply_parser(sub: Subparsers) -> None:
+    _add_dir_parser(sub, "apply")
+
+
+def _add_dir_parser(sub: Subparsers, name: str) -> None:
+    """`gate plan` and `gate apply`: the same arguments over a policies folder."""
+    p = sub.add_parser(name)
+    p.add_argument("--dir", required=True, help="the policies folder: DIR/<scope>/<rulebook_id>.json (required)")
+    p.add_argument("--dataset", default=None, help="an exported, signed dataset folder to replay "
+                                                   "(default: the live ledger, as gate dry-run)")
+    p.add_argument("--allow-unsigned", action="store_true",
+                   help="with --dataset: read a dataset whose manifest carries no signature (default: refused)")
+    p.add_argument("--key-registry", default=None, metavar="FILE",
+                   help="with --dataset: a saved key registry (GET /api/decision/receipt-keys) whose public keys "
+                        "the dataset's signature may verify with (default: GATE_KEY_REGISTRY)")
+    p.add_argument("--key-fingerprint", action="append", default=None, metavar="SHA256",
+                   help="with --gate and --dataset: trust the key of this fingerprint the gate publishes at "
+                        "/api/decision/receipt-keys (repeatable; a fingerprint it does not publish is refused; default: none)")
+    p.add_argument("--out", default=None, help="folder for each change's signed dry-run "
+                                               "(<scope>/<rulebook_id>/migration.json, report.md, …) and plan.json "
+                                               "(default: GATE_HOME/plans/<time>)")
+    p.add_argument("--format", choices=("markdown", "json"), default="markdown",
+                   help="markdown (a pull-request comment) or json (default: markdown)")
+    p.add_argument("--fail-on", default=None, metavar="COND[,COND…]",
+                   help="exit 1 when a change meets a condition NAME OP INTEGER, NAME one of decisions_changed, "
+                        "lost_failures, failures_caught, successes_lost, review_load_change, lint_warnings, "
+                        "unreplayable (for example lost_failures>0; default: none)")
+    p.add_argument("--scope", default=None,
+                   help="only DIR/<scope> (required with --gate: the credential's scope; default: every scope)")
+    p.add_argument("--gate", default=None, metavar="URL",
+                   help="a remote gate, acted on with GATE_API_KEY (and GATE_ID_TOKEN, a CI workload-identity "
+                        "token, when set); default: the local ledger as the operator")
+    p.set_defaults(func=cmd_plan if name == "plan" else cmd_apply, policy_command=name)
 
 
 # ---------------------------------------------------------------------------- init-policies

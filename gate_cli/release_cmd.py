@@ -41,7 +41,7 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def add_release_parser(sub: Subparsers) -> None:
-    release = sub.add_parser("release", help="publish rulebook versions and move their releases")
+    release = sub.add_parser("release")
     rsub = release.add_subparsers(dest="release_command", required=True)
     publish = rsub.add_parser("publish", help="publish a Rulebook v1 file in a scope (immutable)")
     _scope(publish)

@@ -52,8 +52,7 @@ class _ReportHelp(HelpFormatter):
 
 
 def add_report_parser(sub: Subparsers) -> None:
-    p = sub.add_parser("report", help="print a policy report (effectiveness, confidence, anomalies, benchmarks, "
-                                      "holds)",
+    p = sub.add_parser("report",
                        formatter_class=_ReportHelp,
                        description="Readable text by default (rates as percentages with one decimal, scores "
                                    "with four); --json prints the sealed report exactly as the endpoint answers.")

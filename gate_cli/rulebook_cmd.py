@@ -162,7 +162,7 @@ def cmd_flips(args: argparse.Namespace) -> int:
 
 
 def add_rulebook_parser(sub: Subparsers) -> None:
-    rb = sub.add_parser("rulebook", help="exact rulebook analysis: lint, semantic diff, minimal flips")
+    rb = sub.add_parser("rulebook")
     rsub = rb.add_subparsers(dest="rulebook_command", required=True)
     compare: dict[str, Any] = {"choices": ["outcome", "decision", "rule"], "default": "outcome",
                "help": "what counts as a different result (default: outcome)"}

@@ -11,7 +11,7 @@ from gate_cli.help import Subparsers
 
 
 def add_scopes_parser(sub: Subparsers) -> None:
-    scopes = sub.add_parser("scopes", help="per-scope operator settings")
+    scopes = sub.add_parser("scopes")
     ssub = scopes.add_subparsers(dest="scopes_command", required=True)
     b = ssub.add_parser("benchmarks", help="opt a scope in to or out of anonymized benchmarks")
     b.add_argument("--scope", required=True, help="the scope (1 to 120 characters)")

@@ -28,8 +28,7 @@ if TYPE_CHECKING:
 
 
 def add_subject_parser(sub: Subparsers) -> None:
-    subject = sub.add_parser("subject", help="a data subject's data on request (GDPR Art. 15): every decision, hold, "
-                                             "event and dataset row holding their values")
+    subject = sub.add_parser("subject")
     ssub = subject.add_subparsers(dest="subject_command", required=True)
     export = ssub.add_parser("export", help="list what the scope holds of one subject, with the members holding "
                                             "their values (exit 3 when nothing is found)")

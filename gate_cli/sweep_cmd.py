@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the sweep (Polars) is imported only when the command runs
 
 
 def add_sweep_parser(sub: Subparsers) -> None:
-    p = sub.add_parser("sweep", help="sweep a rule's numeric threshold over history (figures with intervals)")
+    p = sub.add_parser("sweep")
     p.add_argument("--rulebook-id", required=True, help="the rulebook whose history is replayed (required)")
     p.add_argument("--draft", required=True, help="the draft rulebook (JSON file) (required)")
     p.add_argument("--rule", required=True, help="the draft rule holding the comparison (required)")

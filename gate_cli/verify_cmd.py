@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 
 def add_verify_parser(sub: Subparsers) -> None:
-    p = sub.add_parser("verify", help="verify an exported Decision Record or Decision Packet offline")
+    p = sub.add_parser("verify")
     p.add_argument("file", nargs="?", default=None,
                    help="the exported record, packet or history (JSON); required unless --hold-history")
     p.add_argument("--key-registry", help="receipt key registry: a URL or a saved JSON file (default: none; without any trusted key "

@@ -35,7 +35,7 @@ DEFAULT_PORT = 5006
 
 def add_workbench_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
-        "workbench", help="serve the policy workbench (dashboard) beside the API",
+        "workbench",
         description="Serve the Panel workbench over the Parquet dataset and the ledger. On a loopback "
                     "address (the default) it serves without sign-in, as the local operator; on any other "
                     "address it refuses to start unless sign-in (--oidc-issuer or --basic-auth) and --grants "
@@ -74,7 +74,6 @@ def add_workbench_parser(sub: Subparsers) -> None:
                    help="log to standard error each change the draft editor sends the server: what changed, the "
                         "text's length and the start of its SHA-256, never the text (default: not logged)")
     p.set_defaults(func=cmd_workbench)
-    add_passwd_parser(sub)
 
 
 OIDC_SECRET_ENV = "GATE_OIDC_CLIENT_SECRET"  # noqa: S105  # the variable's name, not a secret
@@ -127,7 +126,7 @@ def oidc_settings(args: argparse.Namespace) -> OIDCSettings | None:
 
 def add_passwd_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
-        "workbench-passwd", help="set a workbench user's password (stored as a scrypt hash)",
+        "workbench-passwd",
         description="Add a user to the workbench password file or set their password. The password is "
                     "read from a prompt (asked twice), or as one line from standard input when that is "
                     "not a terminal; never from the command line. The file holds only scrypt hashes "

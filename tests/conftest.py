@@ -201,7 +201,7 @@ def issue_key(gate_env):
     """Create an API key the way `gate keys create` does; returns its one-time JSON."""
     from gate.keys.apikeys import HOLDER_REQUIRED, parse_permissions
     from gate.settings import Settings
-    from gate_cli.main import create_key
+    from gate_cli.keys_cmd import create_key
 
     made = iter(range(1, 1_000_000))
 

@@ -52,7 +52,7 @@ def test_each_plan_brings_its_own_default_limits(client, issue_key, sample_reque
 def test_a_plan_from_settings_applies_its_monthly_cap(make_app, issue_key, sample_request):
     client = make_app(env={"GATE_PLANS": '{"pilot": {"rate_limit": 5, "monthly_cap": 1}}'}).test_client()
     from gate.settings import Settings
-    from gate_cli.main import create_key
+    from gate_cli.keys_cmd import create_key
 
     app_settings = client.application.extensions["gate"].settings
     key = create_key(Settings.from_env({**_env_of(app_settings)}), "tenant_p", "pilot", None, None)["api_key"]

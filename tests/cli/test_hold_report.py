@@ -105,7 +105,7 @@ def test_gate_report_holds_text_and_refusals(seeded):
 
 def test_the_api_serves_the_hold_report_of_the_callers_scope_only(seeded, make_app):
     from gate.settings import Settings
-    from gate_cli.main import create_key
+    from gate_cli.keys_cmd import create_key
 
     settings = Settings.from_env(seeded)
     own = create_key(settings, "tenant_a", "growth", 10_000, None)["api_key"]

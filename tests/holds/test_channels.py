@@ -279,7 +279,7 @@ def test_a_failing_server_is_retried_and_a_hold_closed_meanwhile_is_not_announce
 
 def _reviewer_key(gate):
     from gate.settings import Settings
-    from gate_cli.main import create_key
+    from gate_cli.keys_cmd import create_key
 
     settings = gate.extensions["gate"].settings
     return create_key(Settings.from_env({"GATE_HOME": str(settings.home),

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gate.chain.sealing import seal
 from gate.settings import Settings
-from gate_cli.main import create_key
+from gate_cli.keys_cmd import create_key
 from tests.cli_in_process import gate_in_process
 from tests.releases.support import ALL, Api, version
 

@@ -327,7 +327,7 @@ def test_sqlite_on_a_full_disk(server_factory, sample_request, gate_env, small_d
     url = f"sqlite:///{database}"
     server = server_factory(workers=1, env={"GATE_DATABASE_URL": url})
     from gate.settings import Settings
-    from gate_cli.main import create_key
+    from gate_cli.keys_cmd import create_key
 
     key = create_key(Settings.from_env({**gate_env, "GATE_DATABASE_URL": url}), "tenant_a", "starter", 10_000, None)["api_key"]
     filler = small_disk / "filler"

@@ -39,7 +39,7 @@ _PROBE = textwrap.dedent("""
         Ledger(env["GATE_DATABASE_URL"]).upgrade()
         app = create_app(Settings.from_env(env))
         at_boot = sorted(name for name in heavy if name in sys.modules)
-        from gate_cli.main import create_key
+        from gate_cli.keys_cmd import create_key
         key = create_key(Settings.from_env(env), "probe", "scale", 1000, None)["api_key"]
         client = app.test_client()
         body = json.loads(Path("gate/data/requests/verdict-yes.json").read_text())

@@ -111,7 +111,7 @@ def test_the_api_and_its_contract_serve_a_kind_added_by_its_registry_entry_alone
         import json
         from api.app import create_app
         from gate.settings import Settings
-        from gate_cli.main import create_key
+        from gate_cli.keys_cmd import create_key
 
         settings = Settings.from_env()
         key = create_key(settings, "tenant_a", "growth", 10_000, None)["api_key"]
