@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 from gate.events.targets import Target
 
@@ -47,7 +48,22 @@ def _no_delay(sock: socket.socket) -> socket.socket:
     return sock
 
 
-class _PinnedHTTPS(http.client.HTTPSConnection):
+class _OneWrite(http.client.HTTPConnection):
+    """A request's head and its body in one write: `http.client` writes them apart, so every
+    delivery paid two system calls and two segments (with TCP_NODELAY, two packets the receiver
+    wakes for), the larger part of a delivery's CPU on loopback (docs/events.md, "Throughput")."""
+
+    def _send_output(self, message_body: Any = None, encode_chunked: bool = False) -> None:
+        if not isinstance(message_body, bytes) or encode_chunked:
+            super()._send_output(message_body, encode_chunked)  # type: ignore[misc]  # not in the stubs
+            return
+        self._buffer.extend((b"", message_body))  # type: ignore[attr-defined]  # http.client's request lines
+        message = b"\r\n".join(self._buffer)  # type: ignore[attr-defined]
+        del self._buffer[:]  # type: ignore[attr-defined]
+        self.send(message)
+
+
+class _PinnedHTTPS(_OneWrite, http.client.HTTPSConnection):
     """HTTPS to a fixed address, verifying the certificate for the URL's host name."""
 
     def __init__(self, host: str, address: str, port: int, timeout: float) -> None:
@@ -59,7 +75,7 @@ class _PinnedHTTPS(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
 
 
-class _PinnedHTTP(http.client.HTTPConnection):
+class _PinnedHTTP(_OneWrite):
     def __init__(self, host: str, address: str, port: int, timeout: float) -> None:
         super().__init__(host, port, timeout=timeout)
         self._address = address

@@ -479,13 +479,14 @@ class EventService:
             return posts, False
         done: list[DeliveryAttempt] = []  # attempts not yet written
         ends = time.monotonic() + self.lease_seconds * TURN_SHARE_OF_LEASE
+        target = self._turn_target(row) if events else None
         for event in events:
             if time.monotonic() > ends:  # a slow receiver: the rest in the next turn, under a new lease
                 return posts, self._flush(owner, row, done, cursor)
             name = event["event_type"][len(TYPE_PREFIX):]
             if WILDCARD in wanted or name in wanted:
                 posts += 1
-                result, attempt = self._post(row, event, replay=False)
+                result, attempt = self._post(row, event, replay=False, target=target)
                 done.append(attempt)
                 if not result.ok:
                     self._flush(owner, row, done, cursor)
@@ -554,13 +555,24 @@ class EventService:
             headers["webhook-key-id"] = key.key_id
         return headers
 
-    def _post(self, row: Mapping[str, Any], event: Mapping[str, Any], *,
-              replay: bool) -> tuple[Delivery, DeliveryAttempt]:
-        """Sign and post one event: (the result, its attempt row, for the caller to write)."""
+    def _turn_target(self, row: Mapping[str, Any]) -> Target | None:
+        """The subscription's target checked once for a turn's ordered walk (a turn lasts at most
+        a share of its lease), or None when it is refused: each post then checks it and fails as
+        it says. The delivery still connects to the address this check approved."""
+        try:
+            return self._target(row["url"])
+        except GateError:
+            return None
+
+    def _post(self, row: Mapping[str, Any], event: Mapping[str, Any], *, replay: bool,
+              target: Target | None = None) -> tuple[Delivery, DeliveryAttempt]:
+        """Sign and post one event to `target` (checked now when not given): (the result, its
+        attempt row, for the caller to write)."""
         body = self.body_of(event)
         now = self.clock.now()
         try:
-            result = self.poster(self._target(row["url"]), self._headers(row, event, int(now.timestamp()), body), body)
+            checked = target if target is not None else self._target(row["url"])
+            result = self.poster(checked, self._headers(row, event, int(now.timestamp()), body), body)
         except GateError as refused:  # the host moved inside since it was checked, or no key: never posted
             result = Delivery(False, None, 0, refused.message[:300])
         self.breakers.record(row["url"], result.ok, result.status_code, result.retry_after, row["scope"])
