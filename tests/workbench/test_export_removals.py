@@ -248,3 +248,51 @@ def test_gate_export_applies_the_removals(gate_env, tmp_path):
     assert "export run 2" in done.stdout and "inputs removed, no new rows" in done.stdout
     hits = found_in_files(out, [0, 1, 2, 3])
     assert [index for index, files in hits.items() if files] == [2, 3]
+
+
+def test_a_removal_filed_behind_the_mark_is_applied_and_one_inside_the_settle_window_waits(writer, tmp_path):
+    records = fill(writer, 6)  # even indexes in acme, odd in globex
+    out = tmp_path / "ds"
+    export_ledger(writer.ledger, str(out), now=NOW)
+    remove(writer, records[:2])  # both scopes get a mark
+    export_ledger(writer.ledger, str(out), now=NOW)
+    writer.clock.set(REMOVED_AT.replace(day=1))  # filed after that run, stamped before its mark
+    removal = InputRemoval(writer.ledger, writer.clock)
+    removal.remove("globex", [records[3]["decision_id"]], removal.cause(RETENTION, "30 days"))
+    writer.clock.set(NOW.replace(minute=59, hour=23, day=31, month=5))  # inside the settle window
+    removal = InputRemoval(writer.ledger, writer.clock)
+    removal.remove("acme", [records[2]["decision_id"]], removal.cause(RETENTION, "30 days"))
+    result = export_ledger(writer.ledger, str(out), now=NOW)
+    assert result.inputs_removed is not None and result.inputs_removed["by_cause"] == {RETENTION: 2}
+    assert [index for index, files in found_in_files(out, list(range(6))).items() if files] == [2, 4, 5]
+    later = export_ledger(writer.ledger, str(out), now=NOW.replace(hour=1))
+    assert later.inputs_removed is not None and later.inputs_removed["decisions"] == 1
+    assert [index for index, files in found_in_files(out, list(range(6))).items() if files] == [4, 5]
+
+
+def test_an_iceberg_rewrite_that_fails_before_its_manifest_leaves_the_previous_run_readable(
+        writer, tmp_path, monkeypatch):
+    records = fill(writer, 6)
+    out = tmp_path / "ds"
+    export_ledger(writer.ledger, str(out), now=NOW, lakehouse=iceberg.default_target(str(out), tmp_path))
+    remove(writer, records[:2])
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("killed after the Iceberg commit")
+
+    monkeypatch.setattr(iceberg, "record_rewrite", crash)
+    with pytest.raises(RuntimeError, match="killed"):
+        export_ledger(writer.ledger, str(out), now=NOW)
+    manifest = read_manifest(open_location(str(out)))
+    assert manifest["runs"] == 1
+    iceberg.check_tables(manifest)  # the manifest's snapshot and files, unexpired
+    monkeypatch.undo()
+    result = export_ledger(writer.ledger, str(out), now=NOW)
+    assert result.run == 2 and result.inputs_removed is not None and result.inputs_removed["decision_rows"] == 2
+    manifest = read_manifest(open_location(str(out)))
+    iceberg.check_tables(manifest)
+    assert [index for index, files in found_in_files(out, list(range(6))).items() if files] == [2, 3, 4, 5]
+    target = iceberg.target_of(manifest)
+    table = iceberg.open_catalog(target.catalog_uri, target.warehouse).load_table("gate.decisions")
+    assert [snapshot.snapshot_id for snapshot in table.snapshots()] == \
+        [manifest["iceberg"]["tables"]["decisions"]["snapshot_id"]]
