@@ -23,6 +23,10 @@ that fails leaves its part files behind but not in the manifest; the next run de
 part file whose run number the manifest has not committed before it writes anything. Readers
 that go through the manifest (`workbench.dataset.integrity.table_dataset`) see committed runs only.
 
+Removals: before the new rows, a run applies the ledger's removals filed since its last run
+(`workbench.dataset.rewrite`, `_apply_removals`) as a run of its own: the files holding a removed
+decision's values are rewritten, listed, committed, and only then are the old ones deleted.
+
 Memory is bounded by one ledger batch plus the writer's buffers (`workbench.dataset.partwriter`),
 whatever the size of the ledger.
 """

@@ -14,6 +14,13 @@ of the run as ONE fast-append snapshot per table that got new rows (snapshot sum
 `gate.export.run`). A run that dies before its manifest is written leaves at most snapshots the
 manifest does not name: the next run sets each table back to the manifest's snapshot first.
 
+Removals (`rewrite_files`, `record_rewrite`, `expire_unlisted`; `workbench.dataset.rewrite` says when):
+the data files holding a removed decision's values are written anew and swapped in by one
+overwrite snapshot, then an empty fast append drops the overwrite's manifest of deleted entries
+(it keeps the old files' column bounds); once the manifest names the new snapshot as the table's
+only one, every snapshot it does not list is expired and every file no snapshot references is
+deleted, so time travel cannot reach the old values.
+
 Reading (`table_files`): the catalog gives the manifest's snapshot of each table; its planned
 data files must be exactly the files the manifest lists (path and rows), and each is checked
 against its listed size, sha256 and row count (`workbench.dataset.integrity.check_files`), then
@@ -484,19 +491,25 @@ def expire_unlisted(target: IcebergTarget, manifest: DatasetManifest) -> int:
     if not isinstance(member, dict):
         return 0
     catalog = open_catalog(target.catalog_uri, target.warehouse)
-    expired = 0
-    for entry in member["tables"].values():
-        table = catalog.load_table(entry["identifier"])
-        current = table.current_snapshot()
-        listed = {item["snapshot_id"] for item in entry["snapshots"]}
-        stale = [snapshot.snapshot_id for snapshot in table.snapshots()
-                 if snapshot.snapshot_id not in listed and (current is None or snapshot.snapshot_id != current.snapshot_id)]
-        if not stale:
-            continue
-        table.maintenance.expire_snapshots().by_ids(stale).commit()
-        expired += len(stale)
-        _delete_unreferenced(catalog.load_table(entry["identifier"]), target.warehouse)
-    return expired
+    try:
+        return sum(_expire_table(catalog, entry, target.warehouse) for entry in member["tables"].values())
+    except Exception as exc:  # the catalog's database or the warehouse failed: the next run tries again
+        raise DatasetError(f"expiring the Iceberg snapshots in {public_uri(target.catalog_uri)} failed: "
+                           f"{_first_line(exc)}") from exc
+
+
+def _expire_table(catalog: Any, entry: IcebergTableEntry, warehouse: str) -> int:
+    """Expire the table's snapshots `entry` does not list (not its current one); returns how many."""
+    table = catalog.load_table(entry["identifier"])
+    current = table.current_snapshot()
+    listed = {item["snapshot_id"] for item in entry["snapshots"]}
+    stale = [snapshot.snapshot_id for snapshot in table.snapshots()
+             if snapshot.snapshot_id not in listed and (current is None or snapshot.snapshot_id != current.snapshot_id)]
+    if not stale:
+        return 0
+    table.maintenance.expire_snapshots().by_ids(stale).commit()
+    _delete_unreferenced(catalog.load_table(entry["identifier"]), warehouse)
+    return len(stale)
 
 
 def _delete_unreferenced(table: Any, warehouse: str) -> None:
