@@ -77,10 +77,18 @@ def _print_result(args: argparse.Namespace, result: ExportResult) -> None:
                           "files": [entry["path"] for entry in result.files],
                           "snapshots": _snapshots(manifest),
                           "rows": {name: table["rows"] for name, table in manifest["tables"].items()},
-                          "ledger_head": manifest["ledger_head"],
+                          "ledger_head": manifest["ledger_head"], "inputs_removed": result.inputs_removed,
                           "warnings": result.warnings}, sort_keys=True))
-    elif result.run is None:
+        return
+    if result.inputs_removed is not None:
+        removed = result.inputs_removed
+        causes = ", ".join(f"{cause} {count:,}" for cause, count in removed["by_cause"].items())
+        print(f"inputs removed: {removed['decisions']:,} decisions ({causes}); {removed['decision_rows']:,} "
+              f"decision rows and {removed['facts_rows']:,} facts rows rewritten in {removed['files']:,} files")
+    if result.run is None:
         print(f"nothing new since export run {manifest['runs']}; {args.out} is unchanged")
+    elif "inputs_removed" in manifest.get("last_run", {}):  # the removals' run was the last
+        print(f"export run {result.run} to {args.out}: inputs removed, no new rows")
     else:
         added = ", ".join(f"{name} +{count:,}" for name, count in result.new_rows.items() if name != "facts")
         facts = result.new_rows["facts"]

@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import and_, func, select, update
+from sqlalchemy import and_, func, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from gate.events.cloudevent import full_type
@@ -133,3 +133,26 @@ def removed_ids(ledger: Ledger, scope: str | None) -> dict[str, Mapping[str, Any
     with ledger.read() as connection:
         rows = connection.execute(select(decision_removals).where(*where)).mappings().all()
     return {row["decision_id"]: dict(row) for row in rows}
+
+
+def filed_after(ledger: Ledger, scope: str, after: tuple[str, str] | None, before: str,
+                limit: int) -> list[dict[str, Any]]:
+    """The scope's removals filed before `before` and after the keyset `after` (`removed_at`,
+    `decision_id`), in that order, at most `limit`: how a copy of the ledger (the dataset's export)
+    follows them."""
+    where = [decision_removals.c.scope == scope, decision_removals.c.removed_at < before]
+    if after is not None:
+        where.append(tuple_(decision_removals.c.removed_at, decision_removals.c.decision_id) > tuple_(*after))
+    with ledger.read() as connection:
+        rows = connection.execute(select(decision_removals).where(*where).order_by(
+            decision_removals.c.removed_at, decision_removals.c.decision_id).limit(limit)).mappings().all()
+    return [dict(row) for row in rows]
+
+
+def count_through(ledger: Ledger, scope: str, through: tuple[str, str]) -> int:
+    """How many of the scope's removals sort at or before the keyset `through` (a copy that
+    followed that many knows none was filed behind its mark since)."""
+    with ledger.read() as connection:
+        return int(connection.execute(select(func.count()).select_from(decision_removals).where(
+            decision_removals.c.scope == scope,
+            tuple_(decision_removals.c.removed_at, decision_removals.c.decision_id) <= tuple_(*through))).scalar() or 0)

@@ -23,6 +23,10 @@ that fails leaves its part files behind but not in the manifest; the next run de
 part file whose run number the manifest has not committed before it writes anything. Readers
 that go through the manifest (`workbench.dataset.integrity.table_dataset`) see committed runs only.
 
+Removals: before the new rows, a run applies the ledger's removals filed since its last run
+(`workbench.dataset.rewrite`, `_apply_removals`) as a run of its own: the files holding a removed
+decision's values are rewritten, listed, committed, and only then are the old ones deleted.
+
 Memory is bounded by one ledger batch plus the writer's buffers (`workbench.dataset.partwriter`),
 whatever the size of the ledger.
 """
@@ -30,6 +34,7 @@ whatever the size of the ledger.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -47,7 +52,7 @@ from gate.protocol.canonical import sha256_hex
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from gate.services.governance import SafeguardSettings
 from gate.services.privacy import PrivacyService, key_from_env
-from workbench.dataset import convert, iceberg, integrity, rollups
+from workbench.dataset import convert, iceberg, integrity, rewrite, rollups
 from workbench.dataset.facts import FACTS_DIR, facts_tables
 from workbench.dataset.iceberg import IcebergTarget, IcebergWriter
 from workbench.dataset.location import (
@@ -65,6 +70,7 @@ from workbench.dataset.manifest import (
     HoldChainEntry,
     LedgerHead,
     NewRows,
+    RewriteSummary,
     TableEntry,
     Watermark,
     new_rows_of,
@@ -97,6 +103,7 @@ class ExportResult:
     files: list[WrittenFile]
     manifest: DatasetManifest
     warnings: list[str] = field(default_factory=list)
+    inputs_removed: RewriteSummary | None = None  # the removals this export applied (its own run)
 
 
 @dataclass(frozen=True)
@@ -311,20 +318,18 @@ def export_ledger(
         raise DatasetError("settle_seconds must be 0 or more")
     now = now or datetime.now(UTC)
     location = open_location(uri)
-    manifest = _prepare(location) or new_manifest(synthetic=False, generator="gate export",
-                                                  created_at=iso_ms(now))
-    integrity.build_on(manifest, signer, anchors, location.uri)
-    lakehouse = _layout_target(location, manifest, lakehouse, layout)
-    _remove_uncommitted(location, manifest["runs"])
+    manifest, lakehouse = _open_target(location, now, signer, anchors, lakehouse, layout)
     scopes = [scope] if scope is not None else stream.scopes(ledger)
     cutoff = iso_ms(now - timedelta(seconds=settle_seconds))
+    manifest, removed = _apply_removals(ledger, location, manifest, scopes, cutoff, now, signer, lakehouse)
     plan, total = _plan(ledger, scopes, manifest["watermarks"], cutoff)
     for item in plan.values():  # the instant the manifest names for the scope's hold states
         item.as_of = iso_ms(now)
     warnings = _late_receipt_warnings(plan)
     counts = _RunRows()
     if total == 0 and manifest["runs"] > 0:
-        return ExportResult(uri, None, counts.member(), [], manifest, warnings)
+        return ExportResult(uri, None if removed is None else manifest["runs"], counts.member(), [], manifest,
+                            warnings, removed)
 
     run = manifest["runs"] + 1
     counter = _Progress(progress, total)
@@ -332,7 +337,87 @@ def export_ledger(
     files = _write_run(ledger, location, manifest, run, plan, cutoff, batch_size, counts, counter,
                        rollup_progress, lakehouse, privacy)
     manifest = _commit_run(location, manifest, run, plan, counts, cutoff, now, signer)
-    return ExportResult(uri, run, counts.member(), files, manifest, warnings)
+    return ExportResult(uri, run, counts.member(), files, manifest, warnings, removed)
+
+
+def _apply_removals(ledger: Ledger, location: Location, manifest: DatasetManifest, scopes: list[str], cutoff: str,
+                    now: datetime, signer: ReceiptSigner | None, lakehouse: IcebergTarget | None,
+                    ) -> tuple[DatasetManifest, RewriteSummary | None]:
+    """Apply the ledger's removals filed since the last run (`workbench.dataset.rewrite`) as a run of
+    their own, committed before the export's new rows; then delete what it replaced and, for
+    Iceberg, expire the snapshots the manifest no longer lists. Returns the manifest and what was
+    done (None: no new removal)."""
+    rewrite.remove_unlisted(location, manifest)
+    if lakehouse is not None and manifest["runs"] > 0:  # a crash after a rewrite's manifest: finish it
+        iceberg.expire_unlisted(lakehouse, manifest)
+    found = rewrite.pending(ledger, scopes, manifest["watermarks"], cutoff)
+    if not found.marks:
+        return manifest, None
+    run = manifest["runs"] + 1
+    try:
+        done = rewrite.rewrite_tables(location, manifest, found, run, decisions=lakehouse is None)
+        decision_rows = _rewrite_lake(location, manifest, found, run, lakehouse) if lakehouse is not None \
+            else done.decision_rows
+        if lakehouse is None and done.decision_files:
+            manifest["rollups"] = rollups.update(location, manifest, run, done.decision_files,
+                                                 OUTCOME_EFFECTIVENESS_CLASS, outcome_partitions=())
+    except BaseException as exc:
+        with contextlib.suppress(OSError, pa.ArrowException):  # else the next run removes them
+            _remove_uncommitted(location, manifest["runs"])
+        if isinstance(exc, (OSError, pa.ArrowException)):
+            raise DatasetError(f"rewriting {location.uri} failed: {exc}") from exc
+        raise
+    for name, mark in found.marks.items():
+        manifest["watermarks"][name]["removals"] = mark
+    summary = rewrite.summary(found, done, decision_rows)
+    manifest["runs"] = run
+    manifest["updated_at"] = iso_ms(now)
+    manifest["last_run"] = {"run": run, "at": iso_ms(now), "new_rows": _RunRows().member(),
+                            "scopes": sorted(found.marks), "receipts_reported_before": cutoff,
+                            "inputs_removed": summary}
+    manifest["previous_dataset_hash"] = manifest.get("dataset_hash")
+    manifest = integrity.seal(manifest, signer)
+    write_manifest(location, manifest)
+    rewrite.delete_replaced(location, done.replaced)
+    with contextlib.suppress(OSError, pa.ArrowException):
+        rollups.remove_runs(location, older_than=run)
+    if lakehouse is not None:
+        iceberg.expire_unlisted(lakehouse, manifest)
+    return manifest, summary
+
+
+def _rewrite_lake(location: Location, manifest: DatasetManifest, found: rewrite.Pending, run: int,
+                  lakehouse: IcebergTarget) -> int:
+    """Rewrite the Iceberg decisions table's data files holding a removed decision's value; returns
+    the decision rows emptied."""
+    warehouse = iceberg.warehouse_location(lakehouse.warehouse)
+    chosen: dict[str, Callable[[pa.Table], pa.Table]] = {}
+    rows = 0
+    for item in manifest["iceberg"]["tables"]["decisions"]["files"]:
+        ids = found.ids(item["scope"], item["month"])
+        if not ids:
+            continue
+        wanted = pa.array(sorted(ids), pa.string())
+        if rewrite.holds_values(warehouse, item["path"], wanted, rewrite.REMOVED_COLUMNS):
+            chosen[item["path"]] = functools.partial(_blank_with, wanted)
+            rows += rewrite.matched(warehouse, item["path"], wanted)
+    done = iceberg.rewrite_files(lakehouse, location, manifest, "decisions", run, chosen)
+    if done is not None:
+        iceberg.record_rewrite(manifest, "decisions", run, done)
+    return rows
+
+
+def _open_target(location: Location, now: datetime, signer: ReceiptSigner | None, anchors: TrustAnchors | None,
+                 lakehouse: IcebergTarget | None, layout: str | None,
+                 ) -> tuple[DatasetManifest, IcebergTarget | None]:
+    """The location's manifest (a new one for a new location) checked to be built on, its layout's
+    target, and a failed run's leftovers removed."""
+    manifest = _prepare(location) or new_manifest(synthetic=False, generator="gate export",
+                                                  created_at=iso_ms(now))
+    integrity.build_on(manifest, signer, anchors, location.uri)
+    lakehouse = _layout_target(location, manifest, lakehouse, layout)
+    _remove_uncommitted(location, manifest["runs"])
+    return manifest, lakehouse
 
 
 def _layout_target(location: Location, manifest: DatasetManifest, lakehouse: IcebergTarget | None,
@@ -506,6 +591,8 @@ def _export_scope(ledger: Ledger, writer: _Sink, scope: str, item: _ScopePlan, c
     mark: Watermark = {"chain_position": item.mark["chain_position"], "receipts": dict(item.mark["receipts"])}
     if "hold_seq" in item.mark:
         mark["hold_seq"] = item.mark["hold_seq"]
+    if "removals" in item.mark:
+        mark["removals"] = item.mark["removals"]
     head = item.head
     if head is not None and item.decisions:
         for stored in stream.iter_chain_decisions(ledger, scope, after_position=mark["chain_position"],
@@ -575,3 +662,7 @@ def _export_holds(ledger: Ledger, writer: _Sink, scope: str, item: _ScopePlan, h
         advance(len(rows))
     mark["hold_seq"] = seq
     item.hold_head = {"seq": seq, "head_event_hash": event_hash, "as_of": item.as_of}
+
+
+def _blank_with(ids: pa.Array, table: pa.Table) -> pa.Table:
+    return rewrite.blank_decisions(table, ids)

@@ -14,6 +14,13 @@ of the run as ONE fast-append snapshot per table that got new rows (snapshot sum
 `gate.export.run`). A run that dies before its manifest is written leaves at most snapshots the
 manifest does not name: the next run sets each table back to the manifest's snapshot first.
 
+Removals (`rewrite_files`, `record_rewrite`, `expire_unlisted`; `workbench.dataset.rewrite` says when):
+the data files holding a removed decision's values are written anew and swapped in by one
+overwrite snapshot, then an empty fast append drops the overwrite's manifest of deleted entries
+(it keeps the old files' column bounds); once the manifest names the new snapshot as the table's
+only one, every snapshot it does not list is expired and every file no snapshot references is
+deleted, so time travel cannot reach the old values.
+
 Reading (`table_files`): the catalog gives the manifest's snapshot of each table; its planned
 data files must be exactly the files the manifest lists (path and rows), and each is checked
 against its listed size, sha256 and row count (`workbench.dataset.integrity.check_files`), then
@@ -36,6 +43,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from workbench.dataset import integrity
 from workbench.dataset.location import DatasetError, Location, open_location
@@ -400,3 +408,124 @@ def check_tables(manifest: DatasetManifest) -> None:
     """Every table's snapshot and every data file it lists (`table_files`); DatasetError otherwise."""
     for table in TABLES:
         table_files(manifest, table)
+
+
+# --------------------------------------------------------------------------- removals
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """What `rewrite_files` committed: the table's new snapshot, its new files' entries, the
+    replaced files' entries (paths relative to the warehouse) and the rows they held of removed
+    decisions."""
+
+    snapshot_id: int
+    added: list[IcebergFileEntry]
+    replaced: list[str]
+
+
+def rewrite_files(target: IcebergTarget, location: Location, manifest: DatasetManifest, table_name: str,
+                  run: int, chosen: Mapping[str, Any]) -> Rewritten | None:
+    """Replace the table's data files in `chosen` (path relative to the warehouse → a function giving
+    a file's new rows from its old ones) in one overwrite snapshot, then an empty fast append that
+    carries only live manifests (the overwrite's manifest of deleted entries keeps the old files'
+    column bounds; the append drops it). The manifest's snapshot is made current first (a failed
+    run's is never built on). Older snapshots are expired only once the manifest names the new one
+    (`expire_unlisted`). One file is read at a time."""
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    if not chosen:
+        return None
+    writer = IcebergWriter(target, location, run)
+    writer.prepare(manifest.get("iceberg"))
+    table = writer.tables[table_name].table
+    warehouse = warehouse_location(target.warehouse)
+    current = table.current_snapshot()
+    old = {relative_path(target.warehouse, task.file.file_path): task.file
+           for task in table.scan(snapshot_id=current.snapshot_id).plan_files()}
+    added: list[Any] = []
+    counter, write_uuid = itertools.count(), uuid.uuid4()
+    try:
+        for path, change in sorted(chosen.items()):
+            with warehouse.fs.open_input_file(warehouse.path(path)) as handle:
+                rows = change(pq.read_table(handle).cast(with_partitions(TABLES[table_name])))
+            added.extend(_dataframe_to_data_files(table.metadata, rows, table.io, write_uuid=write_uuid,
+                                                  counter=counter))
+        transaction = table.transaction()
+        with transaction.update_snapshot(snapshot_properties={RUN_PROPERTY: str(run)}).overwrite() as overwrite:
+            for path in chosen:
+                overwrite.delete_data_file(old[path])
+            for data_file in added:
+                overwrite.append_data_file(data_file)
+        transaction.commit_transaction()
+        transaction = table.transaction()
+        with transaction.update_snapshot(snapshot_properties={RUN_PROPERTY: str(run)}).fast_append():
+            pass
+        transaction.commit_transaction()
+    except Exception as exc:
+        for data_file in added:
+            with contextlib.suppress(Exception):
+                warehouse.fs.delete_file(warehouse.path(relative_path(target.warehouse, data_file.file_path)))
+        raise DatasetError(f"rewriting the Iceberg table {table.name()} failed: {_first_line(exc)}") from exc
+    writer.tables[table_name].data_files = added
+    return Rewritten(table.current_snapshot().snapshot_id, writer._entries(added), sorted(chosen))
+
+
+def record_rewrite(manifest: DatasetManifest, table_name: str, run: int, done: Rewritten) -> None:
+    """The manifest names the rewrite's snapshot as the table's only one, its files instead of the
+    replaced ones."""
+    entry = manifest["iceberg"]["tables"][table_name]
+    replaced = set(done.replaced)
+    entry["files"] = sorted([item for item in entry["files"] if item["path"] not in replaced] + done.added,
+                            key=lambda item: item["path"])
+    entry["snapshot_id"] = done.snapshot_id
+    entry["snapshots"] = [{"run": run, "snapshot_id": done.snapshot_id}]
+
+
+def expire_unlisted(target: IcebergTarget, manifest: DatasetManifest) -> int:
+    """Expire every snapshot of the dataset's tables that the manifest does not list (those a rewrite
+    superseded, a failed run's), then delete every data, manifest and manifest-list file no remaining
+    snapshot references, so a removed value is not reachable by time travel. Returns the snapshots
+    expired."""
+    member = manifest.get("iceberg")
+    if not isinstance(member, dict):
+        return 0
+    catalog = open_catalog(target.catalog_uri, target.warehouse)
+    try:
+        return sum(_expire_table(catalog, entry, target.warehouse) for entry in member["tables"].values())
+    except Exception as exc:  # the catalog's database or the warehouse failed: the next run tries again
+        raise DatasetError(f"expiring the Iceberg snapshots in {public_uri(target.catalog_uri)} failed: "
+                           f"{_first_line(exc)}") from exc
+
+
+def _expire_table(catalog: Any, entry: IcebergTableEntry, warehouse: str) -> int:
+    """Expire the table's snapshots `entry` does not list (not its current one); returns how many."""
+    table = catalog.load_table(entry["identifier"])
+    current = table.current_snapshot()
+    listed = {item["snapshot_id"] for item in entry["snapshots"]}
+    stale = [snapshot.snapshot_id for snapshot in table.snapshots()
+             if snapshot.snapshot_id not in listed and (current is None or snapshot.snapshot_id != current.snapshot_id)]
+    if not stale:
+        return 0
+    table.maintenance.expire_snapshots().by_ids(stale).commit()
+    _delete_unreferenced(catalog.load_table(entry["identifier"]), warehouse)
+    return len(stale)
+
+
+def _delete_unreferenced(table: Any, warehouse: str) -> None:
+    """Delete the table's `.parquet` and `.avro` files that no snapshot references."""
+    referenced: set[str] = set()
+    for snapshot in table.snapshots():
+        referenced.add(snapshot.manifest_list)
+        for manifest_file in snapshot.manifests(table.io):
+            referenced.add(manifest_file.manifest_path)
+            referenced.update(entry.data_file.file_path
+                              for entry in manifest_file.fetch_manifest_entry(table.io, discard_deleted=False))
+    location = warehouse_location(warehouse)
+    base = relative_path(warehouse, table.location())
+    for info in location.fs.get_file_info(pafs.FileSelector(location.path(base), recursive=True)):
+        if info.type != pafs.FileType.File or not info.base_name.endswith((".parquet", ".avro")):
+            continue
+        full = warehouse.rstrip("/") + "/" + info.path[len(location.root.rstrip("/")) + 1:]
+        if full not in referenced:
+            location.fs.delete_file(info.path)

@@ -32,6 +32,8 @@ __all__ = [
     "ManifestSignature",
     "NewRows",
     "ReceiptMark",
+    "RemovalMark",
+    "RewriteSummary",
     "RollupDigest",
     "RollupsMember",
     "Synthesis",
@@ -92,12 +94,22 @@ class ReceiptMark(TypedDict):
     count: int
 
 
+class RemovalMark(TypedDict):
+    """The last ledger removal (`decision_removals`) a run applied: its keyset and how many the
+    dataset has followed (`workbench.dataset.rewrite`)."""
+
+    removed_at: str
+    decision_id: str
+    count: int
+
+
 class Watermark(TypedDict):
     """`watermarks.<scope>`: where the next run starts (`receipts` by receipt kind)."""
 
     chain_position: int
     receipts: dict[str, ReceiptMark]
     hold_seq: NotRequired[int]  # absent until a run exported the scope's holds
+    removals: NotRequired[RemovalMark]  # absent until a run applied one of the scope's removals
 
 
 class LedgerHead(TypedDict):
@@ -133,6 +145,19 @@ class LastRun(TypedDict):
     scopes: list[str]
     receipts_reported_before: str | None
     rollups_rebuilt: NotRequired[bool]
+    inputs_removed: NotRequired[RewriteSummary]
+
+
+class RewriteSummary(TypedDict):
+    """`last_run.inputs_removed` of a run that applied the ledger's removals
+    (`workbench.dataset.rewrite`): decisions whose rows were emptied, per cause, and the files
+    rewritten (facts rows per rulebook's facts files, decision rows in the decisions files)."""
+
+    decisions: int
+    by_cause: dict[str, int]
+    decision_rows: int
+    facts_rows: int
+    files: int
 
 
 class RollupDigest(FileDigest):
