@@ -8,7 +8,7 @@ import argparse
 
 import pytest
 
-from gate_cli.commands import COMMANDS, BY_NAME, Commands, named_in
+from gate_cli.commands import BY_NAME, COMMANDS, Commands, named_in
 from gate_cli.help import subparsers
 from gate_cli.main import build_parser
 
