@@ -4,7 +4,7 @@ its receipts, inclusion proof and a fresh verification (the API's bodies)."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
 import polars as pl
 
@@ -12,12 +12,10 @@ from gate.chain.links import chain_id_for
 from gate.services.chains import inclusion_for
 from gate.services.lifecycle import KINDS
 from gate.services.verification import verify_stored_decision
+from workbench.app.stores.shared import StoreShared
 from workbench.dataset.convert import facts_of
 from workbench.dataset.load import scan_table
 from workbench.engines.common import latest_outcomes
-
-if TYPE_CHECKING:
-    from workbench.app.store import WorkbenchStore
 
 
 class StoredResult(TypedDict):
@@ -39,9 +37,9 @@ class StoredEvaluation(TypedDict):
 
 
 class DecisionReads:
-    """The Decisions page's reads over one `WorkbenchStore`."""
+    """The Decisions page's reads over the one `WorkbenchStore` (`StoreShared`)."""
 
-    def __init__(self, store: WorkbenchStore) -> None:
+    def __init__(self, store: StoreShared) -> None:
         self.store = store
 
     def decision_page(self, scope: str, *, policy_id: str | None = None, verdict: str | None = None,

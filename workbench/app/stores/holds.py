@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gate.errors import GateError
 from gate.holds.events import hold_events_problems, verify_resolution
@@ -15,15 +15,13 @@ from gate.services.holds import HoldStep
 from gate.services.lifecycle import KINDS
 from gate.services.verification import verify_stored_decision
 from workbench.app.ruletable import reads
-
-if TYPE_CHECKING:
-    from workbench.app.store import WorkbenchStore
+from workbench.app.stores.shared import StoreShared
 
 
 class HoldDesk:
-    """The Inbox's reads and steps over one `WorkbenchStore`."""
+    """The Inbox's reads and steps over the one `WorkbenchStore` (`StoreShared`)."""
 
-    def __init__(self, store: WorkbenchStore) -> None:
+    def __init__(self, store: StoreShared) -> None:
         self.store = store
 
     def hold_page(self, scope: str, *, state: str = "open", queue: str | None = None, offset: int = 0,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gate.rulebook import RulebookDocument, checked_rulebook
 from gate.rulebook.analysis import DiffReportJSON, semantic_diff
+from workbench.app.stores.shared import StoreShared
 from workbench.dataset.load import from_dataset
 from workbench.dataset.trust import Trust, Untrusted
 from workbench.migration.errors import DryRunError
@@ -18,17 +18,14 @@ from workbench.migration.sweep import FieldSpread, Sweep
 from workbench.reports.rules import RuleHistory, rule_history
 from workbench.services.impact import LiveSummary
 
-if TYPE_CHECKING:
-    from workbench.app.store import WorkbenchStore
-
 # What a dry-run compares the draft with (`MigrationRuns.dry_run`): the version production runs, or the history.
 CURRENT, HISTORY = "current", "history"
 
 
 class MigrationRuns:
-    """The runs over history of one `WorkbenchStore`."""
+    """The runs over history of the one `WorkbenchStore` (`StoreShared`)."""
 
-    def __init__(self, store: WorkbenchStore) -> None:
+    def __init__(self, store: StoreShared) -> None:
         self.store = store
 
     def dry_run(self, scope: str, rulebook_id: str, draft: RulebookDocument, *, on_cluster: bool = True,

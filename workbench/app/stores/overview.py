@@ -5,11 +5,12 @@ bounded figure cache, so a refreshed dataset is read again."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
 from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
+from workbench.app.stores.shared import StoreShared
 from workbench.dataset.load import Frames, holds_from_dataset
 from workbench.dataset.rollups import RollupView
 from workbench.reports.holds import HoldReport
@@ -23,17 +24,14 @@ from workbench.reports.timeseries import (
     version_changes_from_rollups,
 )
 
-if TYPE_CHECKING:
-    from workbench.app.store import WorkbenchStore
-
 # The hold report: beside the Overview's cards at its default parameters (`hold_report`), not in `reports`.
 HOLDS = "holds"
 
 
 class OverviewFigures:
-    """The Overview's reads over one `WorkbenchStore`."""
+    """The Overview's reads over the one `WorkbenchStore` (`StoreShared`)."""
 
-    def __init__(self, store: WorkbenchStore) -> None:
+    def __init__(self, store: StoreShared) -> None:
         self.store = store
 
     def reports(self, scope: str, policy_id: str, *, limit: int = 1000) -> dict[str, Mapping[str, Any]]:
