@@ -173,7 +173,7 @@ PARTS = [
     ("service: record built and sealed", "gate.services.decide", "build_rulebook_record"),
     ("service: row seal and hand-off to the writer", "gate.services.pipeline:DecisionPipeline", "store_sealed"),
     ("writer thread: the batch, whole", "gate.ledger.groupcommit:GroupWriter", "_run"),
-    ("writer: Ledger._store_one", "gate.ledger.store:Ledger", "_store_one"),
+    ("writer: DecisionWriter._store_one", "gate.ledger.decision_write:DecisionWriter", "_store_one"),
 ]
 
 

@@ -14,6 +14,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from gate.errors import LedgerUnavailable
 from gate.ledger import Ledger
+from gate.ledger.api_keys import charge_statement
 from gate.ledger.codec import MARK
 from gate.ledger.prepared import Prepared, Savepoint
 from gate.ledger.tables import chain_links
@@ -53,7 +54,7 @@ def test_a_prepared_insert_stores_what_execute_stores(ledger):
 
 
 def test_rows_come_back_by_column_name_and_literals_keep_their_values(ledger):
-    charge = ledger._charge_statement()  # INSERT ... used = 1 ON CONFLICT ... RETURNING used
+    charge = charge_statement(ledger.dialect)  # INSERT ... used = 1 ON CONFLICT ... RETURNING used
     prepared = Prepared(charge, ledger.engine.dialect)
     with ledger.write() as connection:
         assert prepared.first(connection, {"key_id": "k", "period": "2026-11", "cap": 2}) == {"used": 1}

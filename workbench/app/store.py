@@ -7,6 +7,11 @@ the composition root (`workbench.services.root`), the exact analysis of `gate.ru
 and the `gate` services (records, receipts, chain proofs, verification, promotion). It chooses
 inputs (scope, policy, dataset) and caches results of expensive reads, nothing else.
 
+What each page reads is a part of its own (`workbench.app.stores`: the Overview's figures, the
+Decisions page's reads, the Migration page's runs, the Inbox's held actions), given this store;
+the store keeps what they share (the services, the dataset's trust, the frame and figure caches)
+and answers each part's methods as its own, so a page state holds one store.
+
 Reads are scoped: every method takes the scope it reads, and the session only passes scopes
 its user was granted (`workbench.app.access`).
 """
@@ -26,61 +31,42 @@ from typing import Any, Literal, TypedDict
 import polars as pl
 
 from gate import principals
-from gate.chain.links import chain_id_for
 from gate.clock import Clock, SystemClock
 from gate.errors import GateError, RulebookInvalid, Signal
-from gate.holds.events import hold_events_problems, verify_resolution
 from gate.keys.config import SigningSetup
 from gate.ledger import Ledger, stream
-from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
 from gate.principals import Permission, Permissions, Principal
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.evaluation import Check
 from gate.rulebook import RulebookDocument, checked_rulebook, get_evaluator
-from gate.rulebook.analysis import DiffReportJSON, semantic_diff
+from gate.rulebook.analysis import DiffReportJSON
 from gate.rulebook.shapes import JsonValue
-from gate.services.chains import inclusion_for
 from gate.services.events import SubscriptionView
 from gate.services.holds import HoldStep
-from gate.services.lifecycle import KINDS
-from gate.services.verification import verify_stored_decision
 from workbench.app.jsonpos import locate, position_of
-from workbench.app.ruletable import reads
+from workbench.app.stores.decisions import DecisionReads, StoredEvaluation
+from workbench.app.stores.holds import HoldDesk
+from workbench.app.stores.migration import CURRENT, HISTORY, MigrationRuns
+from workbench.app.stores.overview import OverviewFigures
 from workbench.cluster import cluster_setting
 from workbench.dataset import rollups
-from workbench.dataset.convert import facts_of
 from workbench.dataset.export import Progress
-from workbench.dataset.load import Frames, Opened, from_dataset, holds_from_dataset, open_dataset, scan_table
+from workbench.dataset.load import Frames, Opened, from_dataset, open_dataset
 from workbench.dataset.location import DatasetError, open_location, read_manifest
 from workbench.dataset.manifest import NewRows
 from workbench.dataset.recent import recent_frames
-from workbench.dataset.rollups import RollupView
 from workbench.dataset.schema import DECISION_ANALYSIS_COLUMNS
 from workbench.dataset.trust import DatasetTrust, Trust, Untrusted, reader_trust
-from workbench.engines.common import latest_outcomes
-from workbench.migration.errors import DryRunError
 from workbench.migration.run import DryRun
 from workbench.migration.sweep import FieldSpread, Sweep
 from workbench.reports.holds import HoldReport
-from workbench.reports.params import PARAMS, ReportParams, cohort_scopes
-from workbench.reports.policy import PolicyReports, policy_reports_of
-from workbench.reports.registry import REPORTS, Cohort, ReportKind
-from workbench.reports.rules import RuleHistory, rule_history
-from workbench.reports.timeseries import (
-    monthly,
-    monthly_from_rollups,
-    version_changes,
-    version_changes_from_rollups,
-)
+from workbench.reports.policy import PolicyReports
+from workbench.reports.rules import RuleHistory
 from workbench.services.impact import LiveSummary
 from workbench.services.root import compose
 
 DRAFT_PATH = "draft"
-# What a dry-run compares the draft with (`WorkbenchStore.dry_run`): the version production runs, or the history.
-CURRENT, HISTORY = "current", "history"
 FRAME_CACHE_SIZE = 8  # (scopes, policy, limit) entries; each holds one policy's rows
-# The hold report: beside the Overview's cards at its default parameters (`hold_report`), not in `reports`.
-HOLDS = "holds"
 FIGURE_CACHE_SIZE = 64  # (dataset, scope, policy, limit, cohort) entries of finished figures, a few KiB each
 
 
@@ -96,24 +82,6 @@ class DraftEvaluation(TypedDict):
     missing_fields: list[str]
     invalid_fields: list[str]
     checks: list[Check]
-
-
-class StoredResult(TypedDict):
-    """What a stored decision's record says it decided, and under which rulebook version."""
-
-    verdict: str | None
-    application_verdict: str | None
-    reason_code: str | None
-    matched_rule_id: str | None
-    rulebook_version: str | None
-
-
-class StoredEvaluation(TypedDict):
-    """A stored decision's facts and its stored result (`Store.stored_evaluation`)."""
-
-    decision_id: str
-    facts: dict[str, Any]  # the caller's facts, as the rulebook saw them
-    stored: StoredResult
 
 
 class DatasetUnusable(TypedDict):
@@ -264,6 +232,11 @@ class WorkbenchStore:
         # lets the Migration page sign a result over a stale dataset (`--allow-stale`).
         self.home = Path(home) if home is not None else self.dataset_dir.parent
         self.allow_unsigned, self.allow_stale = allow_unsigned, allow_stale
+        # One part per page (`workbench.app.stores`), each over this store.
+        self.overview = OverviewFigures(self)
+        self.decisions = DecisionReads(self)
+        self.migration = MigrationRuns(self)
+        self.desk = HoldDesk(self)
 
     # ------------------------------------------------------------------ scopes and policies
 
@@ -331,7 +304,7 @@ class WorkbenchStore:
             + sum(result.new_rows["facts"].values())  # facts: per rulebook
         return {"run": result.run, "new_rows": result.new_rows, "added": added, "warnings": result.warnings}
 
-    # ------------------------------------------------------------------ policy reports
+    # ------------------------------------------------------------------ what the parts share
 
     def _manifest_key(self) -> str | None:
         """sha256 of the dataset's manifest and trust status as read now (None without one): what
@@ -388,254 +361,67 @@ class WorkbenchStore:
                     self._figures.popitem(last=False)
         return copy.deepcopy(found) if isinstance(found, dict) else found
 
+    # ------------------------------------------------------------------ the Overview (workbench.app.stores.overview)
+
     def reports(self, scope: str, policy_id: str, *, limit: int = 1000) -> dict[str, Mapping[str, Any]]:
-        """Every report kind of the registry (`workbench.reports.registry.REPORTS`) but the hold
-        report (`hold_report`), built by the report service the API and `gate report` call (same
-        engines, envelopes and hashes, same cohort rule) over the dataset instead of the live
-        ledger, at the page's `limit`: kind → sealed report, in the registry's order. A kind added
-        to the registry is among them. Cached by manifest and cohort."""
-        opted_in = benchmark_opt_ins(self.ledger)
-        manifest_key = self._manifest_key()
-        cohort_of = tuple(cohort_scopes(opted_in, scope, MAX_SCOPES))
-        key = (manifest_key, "reports", scope, policy_id, limit, cohort_of, frozenset(opted_in))
-        reports: dict[str, Mapping[str, Any]] = self._remembered(
-            key, lambda: self._reports(scope, policy_id, limit, opted_in, cohort_of, manifest_key))
-        return reports
+        return self.overview.reports(scope, policy_id, limit=limit)
 
     def policy_reports(self, scope: str, policy_id: str, *, limit: int = 1000) -> PolicyReports:
-        """The four policy reports of the Overview's cards (`reports`, those kinds)."""
-        return policy_reports_of(self.reports(scope, policy_id, limit=limit))
-
-    def _reports(self, scope: str, policy_id: str, limit: int, opted_in: set[str],
-                 cohort_of: tuple[str, ...], manifest_key: str | None) -> dict[str, Mapping[str, Any]]:
-        params = ReportParams(limit=limit)
-        kinds = [kind for name, kind in REPORTS.items() if name != HOLDS]
-
-        def frames_of(kind: ReportKind) -> Frames:
-            if kind.reads_holds:
-                return holds_from_dataset(self.dataset_dir, scopes=[scope], policy_id=policy_id,
-                                          policy_version=kind.loaded_version(params), trust=self.trust())
-            return self._frames((scope, *cohort_of) if kind.cohort else (scope,), policy_id, limit, manifest_key)
-
-        service = self.services.reports
-        built: dict[str, Mapping[str, Any]] = {}
-        # The anomaly report first: the effectiveness report's health reads it (the same report).
-        for kind in sorted(kinds, key=lambda kind: kind.name != "anomalies"):
-            cohort = Cohort(own_scope=scope, opted_in=opted_in) if kind.cohort else Cohort()
-            built[kind.name] = service.build(kind, frames_of(kind), policy_id, params, cohort,
-                                             anomalies=built.get("anomalies"))
-        return {kind.name: built[kind.name] for kind in kinds}
+        return self.overview.policy_reports(scope, policy_id, limit=limit)
 
     def hold_report(self, scope: str, policy_id: str) -> HoldReport:
-        """The policy's hold report (the registry's kind `holds`, at its default parameters) over
-        the dataset, exactly as `gate report holds --dataset` builds it (the report service): the
-        queues' health beside the policy's on the Overview. Cached by manifest like the other reports."""
-        manifest_key = self._manifest_key()
-        kind, params = REPORTS[HOLDS], ReportParams()
-
-        def compute() -> dict[str, Any]:
-            frames = holds_from_dataset(self.dataset_dir, scopes=[scope], policy_id=policy_id, trust=self.trust())
-            return dict(self.services.reports.build(kind, frames, policy_id, params))
-        report: HoldReport = self._remembered((manifest_key, "holds", scope, policy_id), compute)
-        return report
+        return self.overview.hold_report(scope, policy_id)
 
     def every_anomaly(self, scope: str, policy_id: str, *, limit: int = 1000) -> list[Any]:
-        """Every finding of the policy's anomaly report, strongest first (the report lists the first
-        `max_items` and counts them all): the same report with `max_items` at its bound."""
-        manifest_key = self._manifest_key()
-        bound = int(PARAMS["max_items"].high)
-
-        def compute() -> list[Any]:
-            frames = self._frames((scope,), policy_id, limit, manifest_key)
-            report = self.services.reports.build(REPORTS["anomalies"], frames, policy_id,
-                                                 ReportParams(limit=limit, max_items=bound))
-            return list(report["anomalies"])
-        found: list[Any] = self._remembered((manifest_key, "anomalies", scope, policy_id, limit), compute)
-        return found
+        return self.overview.every_anomaly(scope, policy_id, limit=limit)
 
     def monthly_series(self, scope: str, policy_id: str) -> pl.DataFrame:
-        """Volume by verdict and effectiveness, month by month (`workbench.reports.timeseries`): from the
-        dataset's rollups when they are current, else from the rows."""
-        return self._whole_history("monthly", scope, policy_id, monthly_from_rollups,
-                                   lambda frames: monthly(frames, policy_id))
+        return self.overview.monthly_series(scope, policy_id)
 
     def version_changes(self, scope: str, policy_id: str) -> pl.DataFrame:
-        """Each version of the policy with the month of its first decision (`workbench.reports.timeseries`):
-        from the dataset's rollups when they are current, else from the rows."""
-        return self._whole_history("versions", scope, policy_id, version_changes_from_rollups, version_changes)
+        return self.overview.version_changes(scope, policy_id)
 
-    def _whole_history(self, name: str, scope: str, policy_id: str,
-                       from_rollups: Callable[[RollupView | None], pl.DataFrame | None],
-                       from_rows: Callable[[Frames], pl.DataFrame]) -> pl.DataFrame:
-        """A whole-history figure of one scope and policy, cached by manifest: `from_rollups` of
-        the dataset's rollups when they are current (never for `reference`), else `from_rows`."""
-        manifest_key = self._manifest_key()
-
-        def compute() -> pl.DataFrame:
-            if not self.reference:
-                opened = self.opened()
-                manifest = None if opened is None else opened.manifest
-                view = None if manifest is None else RollupView.of(
-                    self.dataset_dir, manifest, policy_id=policy_id, policy_version=None, scopes=[scope])
-                figure = from_rollups(view)
-                if figure is not None:
-                    return figure
-            return from_rows(self._frames((scope,), policy_id, None, manifest_key))
-
-        figure: pl.DataFrame = self._remembered((manifest_key, name, scope, policy_id), compute)
-        return figure
-
-    # ------------------------------------------------------------------ decision lists
+    # ------------------------------------------------------------------ decisions (workbench.app.stores.decisions)
 
     def decision_page(self, scope: str, *, policy_id: str | None = None, verdict: str | None = None,
                       rule: str | None = None, id_prefix: str | None = None, offset: int = 0,
                       limit: int = 25) -> tuple[pl.DataFrame, int]:
-        """One page of a scope's decisions from the dataset, newest first, each with its latest
-        outcome status; and the number of decisions the filters match."""
-        opened = self.opened()
-        manifest = None if opened is None else opened.manifest
-        decisions = scan_table(self.dataset_dir, "decisions", [scope], manifest)
-        if policy_id:
-            decisions = decisions.filter(pl.col("policy_id") == policy_id)
-        if verdict:
-            decisions = decisions.filter(pl.col("verdict") == verdict)
-        if rule:
-            decisions = decisions.filter(pl.col("matched_rule_id") == rule)
-        if id_prefix:
-            decisions = decisions.filter(pl.col("decision_id").str.starts_with(id_prefix))
-        total = decisions.select(pl.len()).collect().item()
-        newest_first = (["created_at", "decision_id"], True)
-        # A join does not keep the left frame's order (Polars' default): sort the page again after it.
-        page = (decisions.sort(newest_first[0], descending=newest_first[1]).slice(offset, limit)
-                .join(latest_outcomes(scan_table(self.dataset_dir, "outcomes", [scope], manifest)),
-                      on="decision_id", how="left")
-                .sort(newest_first[0], descending=newest_first[1])
-                .select("decision_id", "created_at", "policy_id", "policy_version", "verdict",
-                        "matched_rule_id", "reason_code", pl.col("status").alias("latest_outcome"))
-                .collect())
-        return page, total
-
-    # ------------------------------------------------------------------ one decision
+        return self.decisions.decision_page(scope, policy_id=policy_id, verdict=verdict, rule=rule,
+                                            id_prefix=id_prefix, offset=offset, limit=limit)
 
     def decision_detail(self, scope: str, decision_id: str) -> dict[str, Any] | None:
-        """The stored record with its receipts, its chain inclusion proof and a fresh
-        verification, or None when the decision is not in `scope`."""
-        stored = self.ledger.decision(scope, decision_id)
-        if stored is None:
-            return None
-        record = json.loads(stored.record_json)
-        request = json.loads(stored.request_json)
-        receipts = {}
-        for name, kind in KINDS.items():
-            items, total = self.lifecycle.all_for(kind, decision_id, 100)
-            receipts[name] = {"items": items, "total": total}
-        proof = inclusion_for(self.audit, scope, chain_id_for(scope), decision_id, None)
-        return {
-            "record": record,
-            "request": request,
-            "facts": facts_of(request, record) or {},
-            "receipts": receipts,
-            "inclusion": proof,
-            "verification": verify_stored_decision(self.ledger, self.lifecycle, self.signing, stored),
-        }
+        return self.decisions.decision_detail(scope, decision_id)
 
     def verify(self, scope: str, decision_id: str) -> dict[str, Any] | None:
-        """A fresh hosted verification (the API's `GET /api/decision/{id}/verify` body)."""
-        stored = self.ledger.decision(scope, decision_id)
-        if stored is None:
-            return None
-        return verify_stored_decision(self.ledger, self.lifecycle, self.signing, stored)
+        return self.decisions.verify(scope, decision_id)
 
     def stored_evaluation(self, scope: str, decision_id: str) -> StoredEvaluation | None:
-        """A stored decision's facts (what its rulebook saw) and its stored result, or None
-        when the decision is not in `scope`."""
-        stored = self.ledger.decision(scope, decision_id)
-        if stored is None:
-            return None
-        record = json.loads(stored.record_json)
-        facts = facts_of(json.loads(stored.request_json), record)
-        return {
-            "decision_id": decision_id,
-            "facts": facts if facts is not None else {},
-            "stored": {"verdict": record.get("verdict"), "application_verdict": record.get("application_verdict"),
-                       "reason_code": record.get("reason_code"), "matched_rule_id": record.get("matched_rule_id"),
-                       "rulebook_version": (record.get("rulebook") or {}).get("version")},
-        }
+        return self.decisions.stored_evaluation(scope, decision_id)
 
-    # ------------------------------------------------------------------ migrations
+    # ------------------------------------------------------------------ migrations (workbench.app.stores.migration)
 
     def dry_run(self, scope: str, rulebook_id: str, draft: RulebookDocument, *, on_cluster: bool = True,
                 against: str = CURRENT) -> DryRun:
-        """The dry-run of `gate dry-run` (the same service) over this scope's history in the
-        dataset, on the workbench's cluster when it has one and `on_cluster`. `against`: CURRENT
-        compares the draft with what production runs in the scope (`ReleaseService.running_rulebook`,
-        replayed over the same history; the history where the scope has no version), HISTORY with
-        the verdicts stored when each decision was made (workbench.migration.baseline). Raises
-        DryRunError for a bad draft, an unknown rulebook or empty history, or an unreachable cluster."""
-        if against not in (CURRENT, HISTORY):
-            raise DryRunError("USAGE", f"compare with {CURRENT!r} or {HISTORY!r}, not {against!r}")
-        dry_runs = self.services.dry_runs
-        baseline = dry_runs.production(scope, rulebook_id) if against == CURRENT else None
-        # The dataset is read only as trusted (signed by a key this gate trusts, or unsigned by opt-in).
-        return dry_runs.run(draft, rulebook_id, scope=scope, dataset=self.dataset_dir, trust=self._run_trust(),
-                            cluster=self.cluster if on_cluster and self.cluster else None, baseline=baseline)
-
-    def _run_trust(self) -> Trust:
-        """`trust` for a dry-run or a sweep: DryRunError USAGE when it cannot be established."""
-        try:
-            return self.trust()
-        except Untrusted as error:
-            raise DryRunError("USAGE", str(error)) from None
+        return self.migration.dry_run(scope, rulebook_id, draft, on_cluster=on_cluster, against=against)
 
     def impact_summary(self, scope: str, rulebook_id: str, draft: RulebookDocument) -> LiveSummary:
-        """The live impact (`workbench.services.impact`): the dry-run's summary of the draft against
-        what production runs, over full history in this process (the same figures as the Migration
-        page and `gate dry-run`), beside the Authoring page's editor. Raises DryRunError like `dry_run`."""
-        return self.services.impact.summary(scope, rulebook_id, draft, dataset=self.dataset_dir,
-                                            trust=self._run_trust())
+        return self.migration.impact_summary(scope, rulebook_id, draft)
 
     def sweep(self, scope: str, rulebook_id: str, draft: RulebookDocument, leaf: tuple[str, str, int],
               thresholds: list[float]) -> Sweep:
-        """`gate sweep`'s service over this scope's history in the dataset, compared with what
-        production runs there, as the live impact (DryRunError)."""
-        trust = self._run_trust()
-        return self.services.sweeps.sweep(draft, rulebook_id, leaf, thresholds, scope=scope, dataset=self.dataset_dir,
-                                          trust=trust, baseline=self.services.dry_runs.production(scope, rulebook_id))
+        return self.migration.sweep(scope, rulebook_id, draft, leaf, thresholds)
 
     def field_spread(self, scope: str, rulebook_id: str, field: str) -> FieldSpread:
-        """How one fact is spread over the rulebook's history in this scope (`sweep.field_spread`:
-        what a sweep's default range is drawn from), cached by manifest (DryRunError)."""
-        trust = self._run_trust()
-        spread: FieldSpread = self._remembered(
-            (self._manifest_key(), "spread", scope, rulebook_id, field),
-            lambda: self.services.sweeps.field_spread(rulebook_id, field, scope=scope, dataset=self.dataset_dir,
-                                                      trust=trust))
-        return spread
+        return self.migration.field_spread(scope, rulebook_id, field)
 
     def rule_history(self, scope: str, policy_id: str) -> list[RuleHistory]:
-        """Each stored matched rule of the policy over its whole history in the scope: decisions,
-        share and success rate with its interval (`workbench.reports.rules`), cached by manifest."""
-        manifest_key = self._manifest_key()
-
-        def compute() -> list[RuleHistory]:
-            frames = from_dataset(self.dataset_dir, scopes=[scope], policy_id=policy_id, trust=self.trust())
-            return rule_history(frames.decisions, frames.outcomes)
-
-        rows: list[RuleHistory] = self._remembered((manifest_key, "rules", scope, policy_id), compute)
-        return copy.deepcopy(rows)
+        return self.migration.rule_history(scope, policy_id)
 
     def semantic_diff(self, scope: str, rulebook_id: str, draft: RulebookDocument) -> DiffReportJSON | None:
-        """The exact diff from the scope's current version to the draft (None without one)."""
-        current = self.current_rulebook(scope, rulebook_id)
-        return semantic_diff(checked_rulebook(current), draft).to_json() if current is not None else None
+        return self.migration.semantic_diff(scope, rulebook_id, draft)
 
     def export_migration(self, run: DryRun, out: Path) -> dict[str, str]:
-        """Sign (with the receipt key) and write the manifest and the reports; name → path. The
-        dry-run service's rule, as `gate dry-run` writes (`workbench.signing.result_signer`):
-        SigningRefused, nothing written, without a key while signing is required or over a stale
-        dataset (unless `allow_stale`)."""
-        self.services.dry_runs.write(run, out, allow_stale=self.allow_stale)
-        return {name: str(Path(out) / name) for name in ("migration.json", "report.md", "report.html")}
+        return self.migration.export_migration(run, out)
 
     # ------------------------------------------------------------------ promotion
 
@@ -684,93 +470,28 @@ class WorkbenchStore:
         require(permissions, "admin")
         return self.events.set_status(scope, subscription_id, status)
 
-    # ------------------------------------------------------------------ held actions (docs/holds.md)
+    # ------------------------------------------------------------------ held actions (workbench.app.stores.holds)
 
     def hold_page(self, scope: str, *, state: str = "open", queue: str | None = None, offset: int = 0,
                   limit: int = 25, filters: Mapping[str, str | None] | None = None,
                   reader: str | None = None) -> dict[str, Any]:
-        """One page of the scope's holds in `state`, the most urgent first, then the least time left
-        (`HoldService.list`, the API's `GET /api/holds`: `filters` assignee, priority, policy and
-        search, `reader` the principal `mine` means), with the count per state and the names of
-        the scope's queues. GateError REQUEST_INVALID for an unknown state or filter value."""
-        page = self.holds.list(scope, state=state, queue=queue or None, limit=limit, offset=offset,
-                               filters=filters, reader=reader)
-        return {**page, "queues": [queue.name for queue in self.holds.policy(scope).queues]}
+        return self.desk.hold_page(scope, state=state, queue=queue, offset=offset, limit=limit, filters=filters,
+                                   reader=reader)
 
     def hold_version(self, scope: str) -> tuple[int, int]:
-        """What moves whenever the scope's holds do (`HoldService.version`): the Inbox's poll."""
-        return self.holds.version(scope)
+        return self.desk.hold_version(scope)
 
     def hold_detail(self, scope: str, decision_id: str, *, similar: bool = True) -> dict[str, Any] | None:
-        """One hold as a reviewer weighs it, or None when `scope` has no hold for the decision:
-        the hold and its signed events, the rule that held it, a fresh verification of the stored
-        record (the Decisions page's), the offline check of its hold events and, once closed, of
-        its resolution (with this gate's trust anchors), and the closed holds most like it with
-        their latest outcome (`HoldService.similar`; None without `similar`: `similar_holds` reads
-        them, the slowest part, after). Reading never changes the hold."""
-        stored = self.ledger.decision(scope, decision_id)
-        if stored is None:
-            return None
-        try:
-            shown = self.holds.show(scope, decision_id)
-        except GateError as exc:
-            if exc.code == "HOLD_NOT_FOUND":
-                return None
-            raise
-        record = json.loads(stored.record_json)
-        anchors = self.signing.trust_anchors()
-        events = shown.pop("events")
-        closing = next((event for event in reversed(events) if event.get("outcome") is not None), None)
-        problems = hold_events_problems(record, events, anchors)
-        return {
-            "hold": shown,
-            "events": events,
-            "rule": self._held_by(scope, record),
-            "verification": verify_stored_decision(self.ledger, self.lifecycle, self.signing, stored),
-            "hold_events": {"verified": not problems, "count": len(events), "problems": problems},
-            "resolution": verify_resolution(record, closing, anchors).to_json() if closing is not None else None,
-            "similar": self.similar_holds(scope, decision_id) if similar else None,
-        }
+        return self.desk.hold_detail(scope, decision_id, similar=similar)
 
     def similar_holds(self, scope: str, decision_id: str) -> list[dict[str, Any]]:
-        """The closed holds most like this one, with their latest outcome (`HoldService.similar`)."""
-        return [{**hold, "latest_outcome": self._latest_outcome(hold["decision_id"])}
-                for hold in self.holds.similar(scope, decision_id)]
-
-    def _held_by(self, scope: str, record: dict[str, Any]) -> dict[str, Any]:
-        """The rule that held the record, as its bound rulebook states it (its condition in words)."""
-        bound = record.get("rulebook") or {}
-        rule_id = record.get("matched_rule_id")
-        snapshot = (self.service.bound_snapshot(scope, str(bound.get("id")), str(bound.get("version")))
-                    if bound.get("id") and bound.get("version") else None)
-        rules = json.loads(snapshot["body_json"]).get("rules", []) if snapshot else []
-        rule = next((r for r in rules if isinstance(r, dict) and r.get("rule_id") == rule_id), None)
-        return {"rule_id": rule_id, "reason_code": record.get("reason_code"), "action": record.get("action"),
-                "verdict": record.get("verdict"), "policy_id": record.get("policy_id"),
-                "policy_version": record.get("policy_version"),
-                "condition": reads(rule.get("condition")) if rule is not None else None}
-
-    def _latest_outcome(self, decision_id: str) -> str | None:
-        """The status of the decision's newest outcome record (None before one is reported)."""
-        items, _total = self.lifecycle.all_for(KINDS["outcome"], decision_id, 1)
-        return str(items[0].get("outcome_status")) if items else None
+        return self.desk.similar_holds(scope, decision_id)
 
     def hold_act(self, scope: str, principal: Principal, permissions: Permissions, decision_id: str,
                  action: str, body: Mapping[str, object] | None = None) -> HoldStep:
-        """One step on a hold by the session's `principal` with its `permissions` in `scope`:
-        `resolve` (body: decision, reason_code, note), `claim`, `release`, `reassign` (body:
-        queue, note) or `escalate`. Each is a signed hold event written by `HoldService`, which
-        refuses what the permissions do not cover (HOLD_PERMISSION_DENIED without `resolve`),
-        a requester under four eyes, another reviewer's claim, a closed hold; GateError."""
-        if action == "resolve":
-            return self.holds.resolve(scope, principal, permissions, decision_id, body)
-        if action in ("claim", "release"):
-            return self.holds.claim(scope, principal, permissions, decision_id, release=action == "release")
-        if action == "reassign":
-            return self.holds.reassign(scope, principal, permissions, decision_id, body)
-        if action == "escalate":
-            return self.holds.escalate(scope, principal, permissions, decision_id)
-        raise GateError("REQUEST_INVALID", f"unknown hold action {action!r}")
+        return self.desk.hold_act(scope, principal, permissions, decision_id, action, body)
+
+    # ------------------------------------------------------------------ published versions (the pages' pickers)
 
     def release_policy(self, scope: str) -> dict[str, Any]:
         return self.releases.policy(scope).to_json()
@@ -784,4 +505,5 @@ class WorkbenchStore:
         return self.ledger.rulebook_ids(scope)
 
 
-__all__ = ["DraftCheck", "GateError", "WorkbenchStore", "check_draft", "evaluate", "require"]
+__all__ = ["CURRENT", "HISTORY", "DraftCheck", "GateError", "StoredEvaluation", "WorkbenchStore", "check_draft",
+           "evaluate", "require"]
