@@ -36,6 +36,8 @@ from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
 from gate.principals import Permission, Permissions, Principal
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.evaluation import Check
+from gate.reports.params import PARAMS, ReportParams, cohort_scopes
+from gate.reports.registry import REPORTS, Cohort, ReportKind
 from gate.rulebook import RulebookDocument, checked_rulebook, get_evaluator
 from gate.rulebook.analysis import DiffReportJSON, semantic_diff
 from gate.rulebook.shapes import JsonValue
@@ -62,9 +64,7 @@ from workbench.migration.errors import DryRunError
 from workbench.migration.run import DryRun
 from workbench.migration.sweep import FieldSpread, Sweep
 from workbench.reports.holds import HoldReport
-from workbench.reports.params import PARAMS, ReportParams, cohort_scopes
 from workbench.reports.policy import PolicyReports, policy_reports_of
-from workbench.reports.registry import REPORTS, Cohort, ReportKind
 from workbench.reports.rules import RuleHistory, rule_history
 from workbench.reports.timeseries import (
     monthly,
@@ -389,7 +389,7 @@ class WorkbenchStore:
         return copy.deepcopy(found) if isinstance(found, dict) else found
 
     def reports(self, scope: str, policy_id: str, *, limit: int = 1000) -> dict[str, Mapping[str, Any]]:
-        """Every report kind of the registry (`workbench.reports.registry.REPORTS`) but the hold
+        """Every report kind of the registry (`gate.reports.registry.REPORTS`) but the hold
         report (`hold_report`), built by the report service the API and `gate report` call (same
         engines, envelopes and hashes, same cohort rule) over the dataset instead of the live
         ledger, at the page's `limit`: kind → sealed report, in the registry's order. A kind added
