@@ -30,9 +30,9 @@ from gate.events.outbound import check_operator_urls
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.privacy.logs import install as install_log_masking
-from gate.services.root import ledger_of
+from gate.services.analytics import Analytics, NoAnalytics
+from gate.services.root import decision_services, ledger_of, live_signing, serving_services
 from gate.settings import Settings, SettingsError
-from workbench.services.root import compose, live_signing
 
 log = logging.getLogger("gate.api")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
@@ -59,9 +59,13 @@ def create_app(
     limiter: RateLimiter | None = None,
     signing: SigningSetup | LiveSigning | None = None,
     adapters: AdapterRegistry | None = None,
+    analytics: Analytics | None = None,
 ) -> Flask:
     """The API: the core's services over the ledger of `settings`, its routes, request checks and
-    error bodies. The keyword arguments replace a part (tests, benchmarks); None builds it from `settings`."""
+    error bodies. The keyword arguments replace a part (tests, benchmarks); None builds it from `settings`.
+    `analytics`: the report engines the report, packet and policy-alert routes compute with,
+    handed in by the composition root above the API and the workbench (`gate_cli.served_app`); None, the
+    API alone, which answers each report 503 `REPORTS_UNAVAILABLE` (the API imports no analytics)."""
     settings = settings or Settings.from_env()
     try:  # SECURITY (SSRF): the operator's own outbound URLs, before anything starts
         check_operator_urls(settings)
@@ -78,7 +82,7 @@ def create_app(
     if isinstance(app.json, DefaultJSONProvider):  # Flask's own provider, the one it always installs
         app.json.sort_keys = False
     app.extensions["gate"] = _runtime(settings, ledger, signing, clock=clock, ids=ids, limiter=limiter,
-                                      adapters=adapters)
+                                      adapters=adapters, analytics=analytics or NoAnalytics())
     _mount_routes(app)
     _install_request_checks(app, settings, signing)
     _install_error_bodies(app)
@@ -86,19 +90,21 @@ def create_app(
 
 
 def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSigning, *, clock: Clock | None,
-             ids: IdSource | None, limiter: RateLimiter | None, adapters: AdapterRegistry | None) -> GateRuntime:
+             ids: IdSource | None, limiter: RateLimiter | None, adapters: AdapterRegistry | None,
+             analytics: Analytics) -> GateRuntime:
     """The core's services and background workers the routes share (`api.runtime.runtime()`), all
-    built by the composition root (`workbench.services.root`) with the serving settings and the
-    guardrail and webhook hooks; this shell adds only its own: the rate limiter and the keys' check."""
-    services = compose(signing, ledger, settings=settings, clock=clock, ids=ids, adapters=adapters,
-                       on_trip=record_guardrail_trip, on_attempt=record_webhook_attempt)
-    core, serving = services.served()
+    built by the core's composition root (`gate.services.root`) with the serving settings, the
+    guardrail and webhook hooks and the analytics' anomaly report (the policy alerts' source);
+    this shell adds only its own: the rate limiter and the keys' check."""
+    core = decision_services(ledger, signing, settings=settings, clock=clock, ids=ids, adapters=adapters,
+                             on_trip=record_guardrail_trip, on_attempt=record_webhook_attempt)
+    serving = serving_services(core, ledger, signing, settings, anomalies=analytics.anomalies)
     clock = core.decisions.clock
     return GateRuntime(
         settings=settings, ledger=ledger, signing=signing, service=core.decisions, releases=core.release_service(),
         events=core.events, holds=core.holds, lifecycle=core.lifecycle, audit=core.audit,
         scope_events=serving.scope_events, keys=serving.keys, replays=serving.replays, pilots=serving.pilots,
-        proof_metrics=serving.proof_metrics, policy_alerts=serving.policy_alerts, reports=services.reports,
+        proof_metrics=serving.proof_metrics, policy_alerts=serving.policy_alerts, analytics=analytics,
         privacy=serving.privacy, subjects=serving.subjects,
         hold_sweeper=serving.hold_sweeper, dispatcher=serving.dispatcher,
         limiter=limiter or make_rate_limiter(settings.redis_url),

@@ -14,8 +14,8 @@ from flask import Response, request
 
 from api.jsonio import dumps
 from gate.errors import GateError
+from gate.reports.registry import REPORTS
 from gate.vocabulary import COMPACT_UNCLEAR
-from workbench.reports.registry import REPORTS
 
 # code → (HTTP status, v)
 ERROR_TABLE: dict[str, tuple[int, str]] = {
@@ -85,10 +85,13 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "SVC_CRM_SYNC_UNAVAILABLE": (503, "unavailable"),
     "CHAIN_NOT_FOUND": (404, "not_found"),
     "PACKET_SOURCE_UNAVAILABLE": (503, "unavailable"),
+    # A report, a packet's intelligence or the policy alerts' anomaly report asked of an API
+    # composed without report engines (gate.services.analytics.NoAnalytics; issue 66, item 4).
+    "REPORTS_UNAVAILABLE": (503, "unavailable"),
     # The stored chain contradicts itself or a witnessed checkpoint (gate/services/chains.py): named, never
     # signed, never served as proof material.
     "CHAIN_INTEGRITY_FAILED": (409, "chain_integrity_failed"),
-    # Policy reports: one code per kind of workbench.reports.registry (SVC_POLICY_<NAME>_UNAUTHORIZED).
+    # Policy reports: one code per kind of gate.reports.registry (SVC_POLICY_<NAME>_UNAUTHORIZED).
     **{kind.unauthorized: (401, "unauthorized") for kind in REPORTS.values()},
     # Reads and registries.
     "DECISION_NOT_FOUND": (404, "not_found"),

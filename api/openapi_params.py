@@ -19,9 +19,9 @@ from typing import overload
 
 from gate import vocabulary as C
 from gate.packets.common import LIMIT_MAX, LIMIT_MIN
+from gate.reports.params import PARAMS as REPORT_PARAMS
 from gate.services.operations import PILOT_USE_CASES
 from gate.services.workflows import TICKETING_SYSTEMS, WORKFLOWS
-from workbench.reports.params import PARAMS as REPORT_PARAMS
 
 # Every route refuses these in path and query values (api.app, issue 6 defect 10).
 NO_CONTROL = "[^\\u0000-\\u001f\\u007f-\\u009f]"
@@ -99,7 +99,7 @@ def integer(low: int, high: int, description: str = "") -> dict[str, object]:
 
 
 def report_param(name: str) -> dict[str, object]:
-    """A policy report's query parameter (workbench.reports.registry.parse_params)."""
+    """A policy report's query parameter (gate.reports.registry.parse_params)."""
     p = REPORT_PARAMS[name]
     if name == "verdict":
         return {"type": "string", "enum": list(C.VERDICTS), "description": p.describe()}

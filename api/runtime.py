@@ -17,6 +17,7 @@ from gate import vocabulary as C
 from gate.errors import GateError
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
+from gate.services.analytics import Analytics
 from gate.services.chains import AuditChainService
 from gate.services.decide import Caller, DecisionService
 from gate.services.events import Dispatcher, EventService
@@ -31,7 +32,6 @@ from gate.services.replay import ReplayService
 from gate.services.scope_events import ScopeEventService
 from gate.services.subjects import SubjectService
 from gate.settings import Settings
-from workbench.services.reports import ReportService
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -58,7 +58,9 @@ class GateRuntime:
     keys: KeyService  # the keys that act on production: their grant requests and approvals (issue 52)
     privacy: PrivacyService  # the data map and the masking rules (issue 67; docs/privacy.md)
     subjects: SubjectService  # a data subject's decisions, holds and events (issue 67, item 5)
-    reports: ReportService  # every report kind of the registry (workbench.services.reports)
+    # The report engines (gate.services.analytics): handed in by the composition root above the API
+    # and the workbench (gate_cli.served_app); without them, every report answers 503 REPORTS_UNAVAILABLE.
+    analytics: Analytics
     dispatcher: Dispatcher | None = None  # started by `gate serve` in each worker; None: dispatch is off
     hold_sweeper: PeriodicWorker | None = None  # started by `gate serve` in each worker; None: dispatch is off
 

@@ -427,13 +427,16 @@ def metrics_child_exit(server: Arbiter, worker: Worker) -> None:
 
 
 class GateServer(BaseApplication):  # type: ignore[misc]  # gunicorn ships no type information
-    """`gate serve`: the app from `api.app.create_app`, served by `GateWorker` processes."""
+    """`gate serve`: the app from `app_factory` (the composition root's, `gate_cli.served_app.create_app`;
+    None: the API alone, `api.app.create_app`), served by `GateWorker` processes."""
 
     def __init__(self, settings: Settings, host: str, port: int, workers: int, threads: int = DEFAULT_THREADS,
-                 on_ready: Callable[[], None] | None = None) -> None:
+                 on_ready: Callable[[], None] | None = None,
+                 app_factory: Callable[[Settings], Flask] | None = None) -> None:
         settings = dataclasses.replace(settings, ledger_pool_size=threads + LEDGER_POOL_BEYOND_THREADS)
         self.settings, self.bind, self.workers, self.threads = settings, f"{host}:{port}", workers, threads
         self.on_ready = on_ready  # called once the listening socket is bound (`gate demo` prints its banner)
+        self.app_factory = app_factory  # called in each worker, after the fork
         self.read_timeout = settings.request_read_timeout
         prepare_metrics_multiprocess(settings.home, workers)
         super().__init__()
@@ -457,6 +460,8 @@ class GateServer(BaseApplication):  # type: ignore[misc]  # gunicorn ships no ty
 
     def load(self) -> Flask:
         # Lazy: the app (and prometheus_client with it) loads in each worker, after the fork.
+        if self.app_factory is not None:
+            return self.app_factory(self.settings)
         from api.app import create_app
 
         return create_app(self.settings)

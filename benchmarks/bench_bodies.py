@@ -69,9 +69,9 @@ def per_call() -> dict[str, float]:
 
 
 def per_decide(home: Path, keyring: Path, decides: int) -> dict[str, float]:
-    from api.app import create_app
     from gate.settings import Settings
     from gate_cli.keys_cmd import create_key
+    from gate_cli.served_app import create_app
 
     settings = Settings.from_env({"GATE_HOME": str(home), "GATE_SIGNING_KEY_FILE": str(keyring),
                                   "GATE_DECIDE_CONFIDENCE": "false"})

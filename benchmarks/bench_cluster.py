@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import dryrun_data  # noqa: E402
 
+from gate.reports.registry import REPORTS, Cohort  # noqa: E402
 from workbench.cluster import LOCAL, connect  # noqa: E402
 from workbench.cluster.rebuild import cluster_rebuild  # noqa: E402
 from workbench.cluster.reports import cluster_frames  # noqa: E402
@@ -41,7 +42,6 @@ from workbench.dataset.rebuild import rebuild_rollups  # noqa: E402
 from workbench.dataset.synth import synthesize  # noqa: E402
 from workbench.migration import dry_run  # noqa: E402
 from workbench.reports.policy import ReportParams, build_report  # noqa: E402
-from workbench.reports.registry import REPORTS, Cohort  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 POLICY = "refund_approval"

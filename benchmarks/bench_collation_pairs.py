@@ -125,8 +125,8 @@ def post_cpu(client: object, data: bytes, runs: int = 3) -> float:
 
 
 def app_client() -> object:
-    from api.app import create_app
     from gate.settings import Settings
+    from gate_cli.served_app import create_app
 
     settings = Settings.from_env({"GATE_HOME": tempfile.mkdtemp(prefix="gate-bench-"),
                                   "GATE_REQUIRE_SIGNING": "false", "GATE_PUBLIC_VERIFY_RATE_LIMIT": "1000000"})

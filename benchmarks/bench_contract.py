@@ -47,8 +47,8 @@ def main() -> None:
     from werkzeug.test import EnvironBuilder
 
     from api import openapi, openapi_params
-    from api.app import create_app
     from api.query import undecodable_url_part
+    from gate_cli.served_app import create_app
 
     client = create_app().test_client()
     request = _median(lambda: client.get("/healthz"), args.runs)

@@ -49,7 +49,7 @@ WORKER = textwrap.dedent("""
     split = mode == "split"
     PARTS = json.loads(sys.argv[6]) if mode == "parts" else []
     database = sys.argv[5]  # "sqlite" (a file in the temporary home) or a PostgreSQL URL
-    from api.app import create_app
+    from gate_cli.served_app import create_app
     from gate.keys.signing import generate_keyring
     from gate.ledger import Ledger
     from gate.settings import Settings

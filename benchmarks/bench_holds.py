@@ -43,6 +43,8 @@ from gate.ledger import Ledger  # noqa: E402
 from gate.ledger.tables import holds as holds_table  # noqa: E402
 from gate.principals import Principal  # noqa: E402
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS  # noqa: E402
+from gate.reports.params import ReportParams  # noqa: E402
+from gate.reports.registry import REPORTS, Cohort  # noqa: E402
 from gate.services.root import hold_service  # noqa: E402
 from workbench.dataset import export as export_module  # noqa: E402
 from workbench.dataset.export import export_ledger  # noqa: E402
@@ -53,9 +55,7 @@ from workbench.engines.holds import hold_report  # noqa: E402
 from workbench.migration import dry_run  # noqa: E402
 from workbench.migration.holdcost import hold_cost_text  # noqa: E402
 from workbench.reports.holdtext import health_line  # noqa: E402
-from workbench.reports.params import ReportParams  # noqa: E402
 from workbench.reports.policy import build_report  # noqa: E402
-from workbench.reports.registry import REPORTS, Cohort  # noqa: E402
 
 REVIEWERS = ("key_rev_a", "key_rev_b", "key_rev_c")
 POLICY = "pricing_exception"

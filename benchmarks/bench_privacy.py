@@ -41,11 +41,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=2000)
     args = parser.parse_args()
-    from api.app import create_app
     from gate.keys.signing import generate_keyring
     from gate.protocol.canonical import canonical_text
     from gate.settings import Settings
     from gate_cli.keys_cmd import create_key
+    from gate_cli.served_app import create_app
     from tests.privacy.support import customer_request, privacy
 
     with tempfile.TemporaryDirectory() as home:

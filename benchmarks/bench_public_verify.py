@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from api.app import create_app  # noqa: E402
 from gate.settings import Settings  # noqa: E402
+from gate_cli.served_app import create_app  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "public_verify.json"
 

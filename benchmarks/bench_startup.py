@@ -36,7 +36,7 @@ WORKER = textwrap.dedent("""
     import json, resource, sys, tempfile, time
     t0 = time.perf_counter()
     from pathlib import Path
-    from api.app import create_app
+    from gate_cli.served_app import create_app
     from gate.keys.signing import generate_keyring
     from gate.ledger import Ledger
     from gate.settings import Settings

@@ -1,6 +1,6 @@
 """What the issue 18 item 4 ledger checks cost, as ratios to the reads they were added to.
 
-One process, one SQLite ledger in a temporary GATE_HOME, a real app (`api.app.create_app`) and
+One process, one SQLite ledger in a temporary GATE_HOME, a real app (`gate_cli.served_app.create_app`) and
 its Flask test client. After `--decisions` decisions (each with two execution receipts on the
 first), one checkpoint is published to the gate's checkpoint log. Then, interleaved, each
 `--samples` times:
@@ -35,13 +35,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from api.app import create_app  # noqa: E402
 from benchmarks.gate_app import bench_key, bench_settings  # noqa: E402
 from gate.services.chains import (  # noqa: E402
     chain_head_integrity,
     chain_tree_root,
     rulebook_snapshot_check,
 )
+from gate_cli.served_app import create_app  # noqa: E402
 
 REQUEST = json.loads((ROOT / "gate" / "data" / "requests" / "pricing-exception.json").read_text())
 

@@ -39,7 +39,7 @@ def bench_app(home: Path, database_url: str | None = None, env: Mapping[str, str
               valid_from: str = VALID_FROM, **app_options: Any) -> tuple[Any, Any]:
     """(settings, app) over `home` as `bench_settings` makes them; `app_options` go to `create_app`
     (e.g. adapters)."""
-    from api.app import create_app
+    from gate_cli.served_app import create_app
 
     settings = bench_settings(home, database_url, env, valid_from)
     return settings, create_app(settings, **app_options)

@@ -2,7 +2,7 @@
 the API on the terminal, from the live ledger (default) or from an exported Parquet dataset.
 
 The numbers are the API's: the same report service (`workbench.services.reports`), report kinds
-(`workbench.reports.registry`), loader contract, engines and envelopes (`workbench.reports.policy`). Readable text by default; `--json` prints the sealed report
+(`gate.reports.registry`), loader contract, engines and envelopes (`workbench.reports.policy`). Readable text by default; `--json` prints the sealed report
 exactly as the endpoint answers it. Exit status 2 on bad input (unknown parameter values, a
 dataset of another schema version), with the reason on stderr.
 """
@@ -15,15 +15,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from gate.reports.registry import NAMES, REPORTS, ReportKind
 from gate_cli.cluster_opt import add_cluster_argument, cluster_client
 from gate_cli.context import CliError, dataset_trust, ledger_at_hand, load_settings, open_ledger
 from gate_cli.help import HelpFormatter, Subparsers
 from gate_cli.report_text import render
-from workbench.reports.registry import NAMES, REPORTS, ReportKind
 
 if TYPE_CHECKING:
     from gate.ledger import Ledger
-    from workbench.reports.params import ReportParams
+    from gate.reports.params import ReportParams
 
 OPTIONS = ("policy_version", "verdict", "action", "limit", "min_sample", "threshold", "max_items", "min_cohort_scopes",
            "min_cohort_decisions", "outcome_window_days")
@@ -32,7 +32,7 @@ DATASET_LIMIT = 1_000_000_000
 
 class _ReportHelp(HelpFormatter):
     """`gate report --help`: each endpoint parameter's meaning, range, default and the reports
-    that take it, read from `workbench.reports.params.PARAMS` when help is shown (so `gate`
+    that take it, read from `gate.reports.params.PARAMS` when help is shown (so `gate`
     starts without Polars, and the help cannot drift from what the reports apply)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
@@ -40,7 +40,7 @@ class _ReportHelp(HelpFormatter):
             return super()._get_help_string(action)
         try:
             # Lazy: the parameters live beside the engines (Polars), read only when help is shown.
-            from workbench.reports.params import PARAMS
+            from gate.reports.params import PARAMS
         except ImportError:  # a core-only install: no reports to run anyway
             return action.help or ""
         kinds = ", ".join(kind for kind in NAMES if action.dest in REPORTS[kind].params)
@@ -88,7 +88,7 @@ def _digest_store() -> None:
 def _params(args: argparse.Namespace) -> ReportParams:
     """The report's parameters from the options, as strictly as the endpoint parses its query;
     `--limit all` (a dataset only) lifts the limit."""
-    from workbench.reports.registry import parse_params
+    from gate.reports.registry import parse_params
 
     raw = {name: getattr(args, name) for name in OPTIONS if getattr(args, name) is not None}
     every = raw.get("limit") == "all"

@@ -11,9 +11,9 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gate.reports.registry import REPORTS
 from workbench.reports import numbers
 from workbench.reports.holdtext import hold_lines
-from workbench.reports.registry import REPORTS
 
 
 def _pct(value: Any) -> str:

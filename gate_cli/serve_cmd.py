@@ -26,8 +26,10 @@ from gate_cli.workbench_cmd import start_beside
 def serve(settings: Settings, host: str, port: int, workers: int, threads: int | None = None,
           on_ready: Callable[[], None] | None = None) -> None:
     """Serve the API in the foreground; `on_ready()` runs once its socket is bound."""
-    # Lazy: the HTTP server (Flask, gunicorn) loads only for `gate serve` and `gate demo`.
+    # Lazy: the HTTP server (Flask, gunicorn) loads only for `gate serve` and `gate demo`; the app
+    # is the API with the workbench's report engines (gate_cli.served_app, issue 66, item 4).
     from api.serving import DEFAULT_THREADS, GateServer
+    from gate_cli.served_app import create_app
 
     if workers > 1 and not settings.redis_url:
         # SECURITY: per-process rate windows would multiply the limit by the worker count.
@@ -39,7 +41,8 @@ def serve(settings: Settings, host: str, port: int, workers: int, threads: int |
     # boots and answers 503 until it is back, where its migration failed and gunicorn, seeing a
     # worker fail to boot, shut the whole server down.
     served = dataclasses.replace(settings, auto_migrate=False)
-    GateServer(served, host, port, workers, threads or DEFAULT_THREADS, on_ready=on_ready).run()
+    GateServer(served, host, port, workers, threads or DEFAULT_THREADS, on_ready=on_ready,
+               app_factory=create_app).run()
 
 
 def startup_notes(settings: Settings) -> list[str]:

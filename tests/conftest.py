@@ -1,6 +1,7 @@
 """Shared fixtures: apps on a fresh SQLite ledger (always) or PostgreSQL (where it answers).
 
-`gate_app(backend=...)` builds a real app through `create_app` with its own home folder,
+`gate_app(backend=...)` builds a real app through `create_app` (`gate_cli.served_app`: the API
+with the workbench's report engines, as `gate serve` builds it) with its own home folder,
 generated Ed25519 keyring and ledger; `api_key(...)` issues keys through the same code as
 `gate keys create`. PostgreSQL tests use a throw-away database created for the session.
 """
@@ -166,8 +167,8 @@ def gate_env(tmp_path, database_url):
 @pytest.fixture
 def make_app(gate_env):
     """Build apps on this test's ledger; keyword overrides change Settings fields."""
-    from api.app import create_app
     from gate.settings import Settings
+    from gate_cli.served_app import create_app
 
     apps = []
 

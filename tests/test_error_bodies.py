@@ -138,6 +138,7 @@ CASES = {
     "SVC_POLICY_HOLDS_UNAUTHORIZED": lambda c: c.client.get("/api/decision/policies/p/holds"),
     "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": lambda c: _lifecycle(c, "crm-sync", extra={"password": "hunter2"}),
     "PACKET_SOURCE_UNAVAILABLE": lambda c: _packet_without_chain_nodes(c),
+    "REPORTS_UNAVAILABLE": lambda c: _report_without_analytics(c),
     "CHAIN_INTEGRITY_FAILED": lambda c: _packet_of_a_rolled_back_head(c),
     "EVALUATION_INPUT_TOO_LARGE": lambda c: _decide(c.client, c.key, _with(
         c.sample, context={"inputs": {**c.sample["context"]["inputs"], "items": [0] * 10_001}})),
@@ -471,6 +472,16 @@ def _packet_without_chain_nodes(c):
     with c.client.application.extensions["gate"].ledger.engine.begin() as connection:
         connection.execute(text("DROP TABLE merkle_nodes"))
     return c.client.get(f"/api/decision/{record['decision_id']}/packet", headers={"x-api-key": c.key})
+
+
+def _report_without_analytics(c):
+    from api.app import create_app  # the API alone: composed without report engines (issue 66, item 4)
+
+    app = create_app(c.client.application.extensions["gate"].settings)
+    try:
+        return app.test_client().get("/api/decision/policies/pricing/effectiveness", headers={"x-api-key": c.key})
+    finally:
+        app.extensions["gate"].ledger.dispose()
 
 
 def _packet_of_a_rolled_back_head(c):

@@ -36,6 +36,7 @@ from api.runtime import keyed, runtime
 from gate import vocabulary as C
 from gate.clock import iso_ms
 from gate.errors import GateError
+from gate.reports.params import ReportParams
 from gate.services.decide import Caller
 from gate.services.operations import (
     MAX_ALERT_POLICIES,
@@ -45,7 +46,6 @@ from gate.services.operations import (
     csv_cell,
     problem,
 )
-from workbench.reports.params import ReportParams
 
 routes = Routes("operations", __name__)
 _METRICS_ERRORS = ("METRICS_UNAUTHORIZED", "METRICS_UNAVAILABLE")
@@ -221,8 +221,8 @@ def _alert_report_units() -> int:
     "decided policies (or `policy_id`), from the same anomaly engine and report as /anomalies, and vendor "
     "policy-table rows verified longer ago than GATE_POLICY_SOURCE_MAX_AGE_DAYS.",
     True, {200: "alerts", 400: "bad query", 401: "missing or invalid key", 403: "disabled key",
-           503: "ledger unavailable"},
-    errors=AUTH_ERRORS + ("REQUEST_INVALID", "LEDGER_UNAVAILABLE"),
+           503: "ledger unavailable, or the gate was composed without report engines"},
+    errors=AUTH_ERRORS + ("REQUEST_INVALID", "LEDGER_UNAVAILABLE", "REPORTS_UNAVAILABLE"),
     query=(("policy_id", "string", "only this policy's anomalies",
             P.printable(1, P.MAX_POLICY_ID, "only this policy's anomalies")),), tags=("operations",),
     charged=True))

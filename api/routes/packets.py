@@ -37,7 +37,6 @@ from gate.packets import (
 from gate.services.chains import packet_chain_excerpt
 from gate.services.decide import Caller
 from gate.services.lifecycle import KINDS
-from workbench.reports.live import packet_intelligence
 
 routes = Routes("packets", __name__)
 
@@ -120,9 +119,10 @@ def _receipts_under_head(
     "when a source cannot be read.",
     True, {200: "packet", 400: "bad query", 401: "missing or invalid key", 403: "disabled key",
            404: "not in scope", 409: "the stored chain head contradicts its links or nodes",
-           503: "a packet source cannot be read"},
+           503: "a packet source cannot be read, or its intelligence asked of a gate composed without report "
+                "engines"},
     errors=AUTH_ERRORS + ("REQUEST_INVALID", "DECISION_NOT_FOUND", "PACKET_SOURCE_UNAVAILABLE",
-                          "CHAIN_INTEGRITY_FAILED"),
+                          "CHAIN_INTEGRITY_FAILED", "REPORTS_UNAVAILABLE"),
     query=(("include_input", "boolean", "default false"), ("include_chain", "boolean", "default true"),
            ("include_intelligence", "boolean", "default true"),
            *[(name, "integer", "1-1000, default 20", P.packet_limit("1-1000, default 20"))
@@ -159,8 +159,9 @@ def export_packet(caller: Caller, decision_id: str) -> Response:
         hold_events, hold_commitment = rt.holds.packet_part(caller.scope, record)
         intelligence = None
         if options.include_intelligence and isinstance(record.get("policy_id"), str):
-            # The policy reports of the caller's scope, by the report endpoints' engines.
-            intelligence = packet_intelligence(rt.ledger, caller.scope, record)
+            # The policy reports of the caller's scope, by the report endpoints' engines (none
+            # composed: 503 REPORTS_UNAVAILABLE; include_intelligence=false exports without them).
+            intelligence = rt.analytics.packet_intelligence(rt.ledger, caller.scope, record)
         packet = build_packet(
             record=record,
             exported_at=iso_ms(rt.service.clock.now()),

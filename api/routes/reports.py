@@ -1,9 +1,10 @@
-"""Policy reports from the live ledger: one route per kind of `workbench.reports.registry`.
+"""Policy reports from the live ledger: one route per kind of `gate.reports.registry`.
 
 `GET /api/decision/policies/{policy_id}/{effectiveness|confidence|anomalies|benchmarks}` load the
 caller's most recent decisions of the policy (and their outcomes) from the ledger, run the same
-engines as the CLI and the workbench (the report service, `workbench.services.reports`), and
-answer the sealed report.
+engines as the CLI and the workbench (the analytics the app was composed with,
+`gate.services.analytics`: the workbench's report service), and answer the sealed report; an app
+composed without analytics answers 503 `REPORTS_UNAVAILABLE` once the key and the query check.
 
 Scoping: a report only ever reads the caller's own scope (benchmarks add anonymized cohorts of
 opted-in scopes, never their names or records). A policy id the caller has no decisions for,
@@ -25,9 +26,9 @@ from api.errors import json_response
 from api.routing import Endpoint, Routes
 from api.runtime import keyed, runtime
 from gate.errors import GateError
+from gate.reports.params import PARAMS, ReportParams
+from gate.reports.registry import REPORTS, ReportKind, parse_params
 from gate.services.decide import Caller
-from workbench.reports.params import PARAMS, ReportParams
-from workbench.reports.registry import REPORTS, ReportKind, parse_params
 
 routes = Routes("reports", __name__)
 
@@ -56,10 +57,10 @@ REPORT_WEIGHT = Weight(query=_report_units)
 
 
 def _answer(kind: ReportKind, caller: Caller, policy_id: str) -> Response:
-    """The sealed report of the caller's scope (`workbench.services.reports.ReportService.live`);
+    """The sealed report of the caller's scope (`gate.services.analytics.Analytics.report`);
     a cross-scope report adds the opted-in cohorts."""
-    policy_id, params = _policy_id(policy_id), _args(kind.name)
-    return json_response(200, runtime().reports.live(kind, caller.scope, policy_id, params))
+    policy_id, params, rt = _policy_id(policy_id), _args(kind.name), runtime()
+    return json_response(200, rt.analytics.report(rt.ledger, kind, caller.scope, policy_id, params))
 
 
 def _declared(kind: ReportKind) -> Endpoint:
@@ -70,8 +71,8 @@ def _declared(kind: ReportKind) -> Endpoint:
         "(docs/intelligence.md); only the caller's scope is read, so a policy without decisions in it "
         "answers an empty sample.",
         True, {200: "sealed report", 400: "bad query parameter", 401: "missing or invalid key", 403: "disabled key",
-               503: "ledger unavailable"},
-        errors=(kind.unauthorized, "REQUEST_INVALID", "LEDGER_UNAVAILABLE"),
+               503: "ledger unavailable, or the gate was composed without report engines"},
+        errors=(kind.unauthorized, "REQUEST_INVALID", "LEDGER_UNAVAILABLE", "REPORTS_UNAVAILABLE"),
         query=tuple((name, PARAMS[name].type.__name__.replace("int", "integer").replace("float", "number")
                      .replace("str", "string"), PARAMS[name].describe(), P.report_param(name))
                     for name in kind.params),

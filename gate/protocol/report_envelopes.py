@@ -20,7 +20,7 @@ from gate.protocol.canonical import sha256_hex
 @dataclass(frozen=True)
 class Envelope:
     """A report's envelope: its version member and version first, its hash member last. (The
-    report kinds the shells serve are `workbench.reports.registry.ReportKind`, each sealed in one.)"""
+    report kinds the shells serve are `gate.reports.registry.ReportKind`, each sealed in one.)"""
 
     kind: str             # the packet's report_type
     version_member: str

@@ -47,7 +47,7 @@ class ShiftedClock:
 
 
 def _ci_app(gate_env, tmp_path, issuer: str, ci: dict):
-    from api.app import create_app
+    from gate_cli.served_app import create_app
 
     grants = tmp_path / "grants.json"
     grants.write_text(json.dumps({"ci": ci}))

@@ -45,8 +45,8 @@ def clock():
 
 @pytest.fixture
 def still_app(gate_env, clock):
-    from api.app import create_app
     from gate.settings import Settings
+    from gate_cli.served_app import create_app
 
     app = create_app(Settings.from_env(gate_env), clock=clock)
     app.testing = True
@@ -263,8 +263,8 @@ def test_gate_plans_cost_limit_is_read_and_defaults_to_three_units_per_decide(ga
 
 
 def test_the_cost_window_is_shared_by_workers_through_redis(gate_env, clock, starter, decided):
-    from api.app import create_app
     from gate.settings import Settings
+    from gate_cli.served_app import create_app
 
     _redis_or_skip()
     workers = [create_app(Settings.from_env({**gate_env, "GATE_REDIS_URL": REDIS_URL}), clock=clock) for _ in range(2)]

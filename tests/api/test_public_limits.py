@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from api.app import create_app
 from api.openapi import endpoints, openapi_document
 from api.public_limits import UNDECLARED_BUDGETS, public_budgets
 from gate.clock import FixedClock
 from gate.settings import Settings, SettingsError
+from gate_cli.served_app import create_app
 
 # Routes that count against something else: an API key (keyed), their own per-client window
 # (policy checks, MCP, workflows, pilot) or the metrics token.

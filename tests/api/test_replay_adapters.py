@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from api.app import create_app
 from gate.settings import Settings
+from gate_cli.served_app import create_app
 from tests.api.test_replay import assert_error, ledger_state
 from tests.fake_adapters import FakeRegistry, adapter_request
 

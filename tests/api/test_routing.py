@@ -126,7 +126,7 @@ SCRIPT = textwrap.dedent('''
     import api.routes
     api.routes.__path__.append(sys.argv[1])  # the probe module beside the package's own
 
-    from api.app import create_app
+    from gate_cli.served_app import create_app
     from gate.settings import Settings
 
     client = create_app(Settings.from_env()).test_client()

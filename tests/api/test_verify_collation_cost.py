@@ -68,8 +68,8 @@ def _ratio(client, unit: str) -> float:
 
 @pytest.mark.parametrize("name", list(WORST))
 def test_the_worst_keys_cost_at_most_ten_times_ascii(gate_env, name):
-    from api.app import create_app
     from gate.settings import Settings
+    from gate_cli.served_app import create_app
 
     client = create_app(Settings.from_env({**gate_env, "GATE_PUBLIC_VERIFY_RATE_LIMIT": "1000000"})).test_client()
     unit = WORST[name]

@@ -21,9 +21,9 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def gate_home(tmp_path, monkeypatch):
     """A home with a keyring and an API app over its embedded ledger (in this process)."""
-    from api.app import create_app
     from gate.settings import Settings
     from gate_cli.keys_cmd import create_key
+    from gate_cli.served_app import create_app
 
     home = tmp_path / "home"
     home.mkdir()

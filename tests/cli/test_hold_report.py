@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from gate.protocol.report_envelopes import verify
+from gate.reports.registry import HOLD_REPORT
 from tests.cli_in_process import gate_in_process as here  # `gate ARGS` in this process
 from tests.workbench.hold_support import HoldWriter
 from tests.workbench.ledger_support import at
-from workbench.reports.registry import HOLD_REPORT
 
 GATE = str(Path(sys.executable).parent / "gate")
 POLICY = "pricing_exception"

@@ -8,13 +8,13 @@ from datetime import date
 
 import pytest
 
-from api.app import create_app
 from gate.protocol.canonical import sha256_hex
 from gate.replay.golden import CORPUS_DIR, load_corpus, replay_fixture
 from gate.replay.migration_check import check_migration
 from gate.settings import Settings
 from gate_cli.conformance import exit_code, run_conformance
 from gate_cli.golden_build import build_corpus
+from gate_cli.served_app import create_app
 from tests.api.test_replay import decide
 from tests.conftest import ROOT
 from tests.fake_adapters import FakeRegistry, adapter_request

@@ -28,7 +28,7 @@ _PROBE = textwrap.dedent("""
     from gate.keys.signing import generate_keyring
     from gate.ledger import Ledger
     from gate.settings import Settings
-    from api.app import create_app
+    from gate_cli.served_app import create_app
 
     heavy = {heavy!r}
     with tempfile.TemporaryDirectory() as home:

@@ -16,6 +16,7 @@ import pytest
 
 pytest.importorskip("distributed")
 
+from gate.reports.registry import REPORTS, Cohort
 from workbench.cluster import CONNECT_SECONDS, LOCAL, ClusterError, connect, connect_seconds
 from workbench.cluster.rebuild import cluster_rebuild
 from workbench.cluster.reports import cluster_frames
@@ -25,7 +26,6 @@ from workbench.dataset.synth import synthesize
 from workbench.demo import scenario as S
 from workbench.migration import dry_run
 from workbench.reports.policy import ReportParams, build_report
-from workbench.reports.registry import REPORTS, Cohort
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 

@@ -9,6 +9,7 @@ from workbench_support import frames, random_ledger
 
 from gate.errors import GateError
 from gate.protocol.report_envelopes import verify
+from gate.reports.registry import REPORTS, parse_params
 from workbench.reports.policy import (
     AnomalyReport,
     BenchmarkReport,
@@ -20,7 +21,6 @@ from workbench.reports.policy import (
     confidence_report,
     effectiveness_report,
 )
-from workbench.reports.registry import REPORTS, parse_params
 
 
 def test_defaults_are_the_reference_typical_queries():

@@ -1,7 +1,7 @@
 """A new report engine is its engine, one registry entry, its test and its doc (issue 19).
 
-The entry below is what a new report adds to `workbench/reports/registry.py`: a name, its own
-envelope, its parameters and its engine. It is installed at interpreter start (a
+The entry below is what a new report adds to `gate/reports/registry.py`: a name, its own
+envelope, its parameters and its engine (by reference, `module:function`). It is installed at interpreter start (a
 `sitecustomize` module on PYTHONPATH, as if the entry were in the file) of real processes, and
 everything else must pick it up with no other file touched: `gate report` (choices, parameters,
 text, JSON), the HTTP route with its parameter refusals and its 401 code, the OpenAPI document,
@@ -33,7 +33,7 @@ ENTRY = textwrap.dedent('''
     import polars as pl
 
     from gate.protocol.report_envelopes import Envelope
-    from workbench.reports import registry
+    from gate.reports import registry
 
 
     def volume(frames, params, cohort):
@@ -46,7 +46,7 @@ ENTRY = textwrap.dedent('''
 
     registry.REPORTS["volume"] = registry.ReportKind(
         "volume", Envelope("volume", "decision_volume_report_version", "decision_volume_report_v1", "volume_hash"),
-        "Decision volume per verdict.", ("policy_version", "limit"), engine=volume)
+        "Decision volume per verdict.", ("policy_version", "limit"), engine="sitecustomize:volume")
     registry.NAMES = tuple(registry.REPORTS)
 
     # The test's spy (not part of an entry): each kind the report service builds, one line each.
@@ -109,7 +109,7 @@ def test_gate_report_serves_a_kind_added_by_its_registry_entry_alone(with_entry)
 def test_the_api_and_its_contract_serve_a_kind_added_by_its_registry_entry_alone(with_entry):
     script = textwrap.dedent(f'''
         import json
-        from api.app import create_app
+        from gate_cli.served_app import create_app
         from gate.settings import Settings
         from gate_cli.keys_cmd import create_key
 
@@ -191,13 +191,13 @@ def test_under_a_cluster_a_kind_with_its_own_engine_reads_its_rows_here(tmp_path
     rows in this process, never from the cluster's empty frames: the same report either way."""
     from gate.keys.config import SigningSetup
     from gate.ledger import Ledger
-    from workbench.reports import registry
-    from workbench.reports.params import ReportParams
+    from gate.reports import registry
+    from gate.reports.params import ReportParams
     from workbench.services.exports import ExportService
     from workbench.services.reports import ReportService
 
     kind = registry.ReportKind("volume", VOLUME, "Decision volume per verdict.", ("policy_version", "limit"),
-                               engine=_volume)
+                               engine=f"{__name__}:_volume")
     monkeypatch.setitem(registry.REPORTS, "volume", kind)
     writer = LedgerWriter(f"sqlite:///{tmp_path / 'gate.db'}", tmp_path / "keys.json")
     for i in range(5):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from workbench.reports.params import ReportParams
+from gate.reports.params import ReportParams
 
 if TYPE_CHECKING:
     from gate.ledger import Ledger

@@ -6,20 +6,26 @@ documented ranges, and seals each body in its envelope (`gate.protocol.report_en
 `workbench.dataset.load` (a Parquet dataset or the live ledger), so the same numbers come out of both.
 Each report is typed by a TypedDict of its JSON members (`EffectivenessReport`, `AnomalyReport`,
 `BenchmarkReport`, `ConfidenceReport`), so readers index the members they need, not `.get()` chains.
-`build_report(kind, ...)` builds any kind of the registry (`workbench.reports.registry`) in the one
-call shape the API, the CLI and the cluster use.
+`build_report(kind, ...)` builds any kind of the registry (`gate.reports.registry`) in the one
+call shape the API, the CLI and the cluster use; a kind with its own engine names it there by
+reference (`module:function`), loaded here (`body_engine`), so the catalogue imports no engine.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from functools import cache
 from typing import Any, NotRequired, TypedDict, cast
 
 import polars as pl
 
 from gate.protocol.report_envelopes import seal
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
+from gate.reports.params import ParamValue
+from gate.reports.params import ReportParams as ReportParams  # analysts import it with the reports
+from gate.reports.registry import REPORTS, Cohort, ReportKind
 from workbench.dataset.load import Frames
 from workbench.dataset.trust import DatasetTrust
 from workbench.engines import anomalies as anomaly_engine
@@ -36,11 +42,13 @@ from workbench.engines.effectiveness import (
     EffectivenessMetrics as EffectivenessMetrics,  # the report's members
 )
 from workbench.reports import numbers
-from workbench.reports.params import ParamValue
-from workbench.reports.params import ReportParams as ReportParams  # analysts import it with the reports
-from workbench.reports.registry import REPORTS, Cohort, Engine, ReportKind
 
 CLASSES: Mapping[str, str] = OUTCOME_EFFECTIVENESS_CLASS
+
+# frames, policy id, parameters, cohort → the sealed report (a JSON object).
+Engine = Callable[[Frames, str, ReportParams, Cohort], Mapping[str, Any]]
+# frames, parameters, cohort → a new report's body, which `sealed_report` seals in its envelope.
+BodyEngine = Callable[[Frames, ReportParams, Cohort], Mapping[str, Any]]
 
 
 # ---------------------------------------------------------------- the report bodies, as served
@@ -313,5 +321,15 @@ def build_report(kind: ReportKind, frames: Frames, policy_id: str, params: Repor
     if anomalies is not None and kind.name == "effectiveness":
         return effectiveness_report(frames, policy_id, params, anomalies=cast(AnomalyBody, anomalies))
     if kind.engine is not None:
-        return sealed_report(kind.name, policy_id, params, kind.engine(frames, params, cohort), frames)
+        return sealed_report(kind.name, policy_id, params, body_engine(kind.engine)(frames, params, cohort), frames)
     return _BUILT_IN[kind.name](frames, policy_id, params, cohort)
+
+
+@cache
+def body_engine(reference: str) -> BodyEngine:
+    """A kind's own engine, named in the registry as `module:function` (imported once)."""
+    module, _, name = reference.partition(":")
+    engine = getattr(importlib.import_module(module), name, None) if name else None
+    if not callable(engine):
+        raise LookupError(f"report engine {reference!r} is not a function named module:function")
+    return cast(BodyEngine, engine)

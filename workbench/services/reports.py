@@ -1,4 +1,4 @@
-"""The report use case: any report kind of the registry (`workbench.reports.registry.REPORTS`),
+"""The report use case: any report kind of the registry (`gate.reports.registry.REPORTS`),
 for every shell.
 
 The API's routes (`GET /api/decision/policies/{policy_id}/{kind}`), `gate report` (from the
@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gate.errors import GateError
-from workbench.reports.registry import Cohort, ReportKind
+from gate.reports.registry import Cohort, ReportKind
 
 if TYPE_CHECKING:
     from gate.ledger import Ledger
+    from gate.reports.params import ReportParams
     from workbench.dataset.load import Frames
-    from workbench.reports.params import ReportParams
 
 __all__ = ["ReportService"]
 
@@ -41,7 +41,7 @@ class ReportService:
         if not kind.cohort or self.ledger is None or scope is None:
             return Cohort(), []
         from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
-        from workbench.reports.params import cohort_scopes
+        from gate.reports.params import cohort_scopes
 
         opted_in = benchmark_opt_ins(self.ledger)
         return Cohort(own_scope=scope, opted_in=opted_in), cohort_scopes(opted_in, scope, MAX_SCOPES)

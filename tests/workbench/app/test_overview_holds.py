@@ -7,15 +7,15 @@ from __future__ import annotations
 import pytest
 
 from gate.principals import Principal
+from gate.reports.params import ReportParams
+from gate.reports.registry import REPORTS, Cohort
 from tests.workbench.hold_support import RESOLVE, HoldWriter
 from tests.workbench.ledger_support import at
 from workbench.app.pages.overview import queue_health_markdown
 from workbench.app.state.overview import ALL_QUEUES, OverviewState, queue_health
 from workbench.dataset.load import holds_from_dataset
 from workbench.reports import numbers
-from workbench.reports.params import ReportParams
 from workbench.reports.policy import build_report
-from workbench.reports.registry import REPORTS, Cohort
 from workbench.reports.textsafe import md_text
 
 POLICY = "pricing_exception"

@@ -12,6 +12,7 @@ from bokeh.models import ColumnDataSource, FactorRange, Range1d
 from bokeh.models.annotations import Label, Span
 from bokeh.plotting import figure
 
+from gate.reports.registry import REPORTS
 from gate.vocabulary import VERDICTS
 from workbench.app.pages.common import note
 from workbench.app.pages.links import decision_href
@@ -19,7 +20,6 @@ from workbench.app.state.overview import OverviewState, listed_anomalies, queue_
 from workbench.reports import numbers
 from workbench.reports.holds import HoldReport
 from workbench.reports.policy import BenchmarkReport, Health, PolicyReports
-from workbench.reports.registry import REPORTS
 from workbench.reports.textsafe import html_text, md_cell, md_text
 
 VERDICT_COLORS: dict[str, str] = dict(zip(VERDICTS, ("#2e7d32", "#c62828", "#f9a825"), strict=True))
@@ -117,7 +117,7 @@ def _figure(value: Any) -> str:
 
 def more_reports_markdown(more: Mapping[str, Mapping[str, Any]] | None) -> str:
     """Every report kind of the registry the cards and the queues do not show (a kind added to
-    `workbench.reports.registry` shows here with no page code): its name and summary, then its
+    `gate.reports.registry` shows here with no page code): its name and summary, then its
     figures and its hash, read from the sealed report as the API serves it."""
     lines: list[str] = []
     for name, report in (more or {}).items():

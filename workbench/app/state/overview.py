@@ -26,7 +26,7 @@ class OverviewState(param.Parameterized):
     holds = param.Parameter(default=None, doc="HoldReport: the policy's hold report (its queues' health), as the "
                                               "API serves it")
     more = param.Parameter(default=None, doc="kind → report envelope: every other kind of the report registry "
-                                             "(`workbench.reports.registry`), as the API serves it")
+                                             "(`gate.reports.registry`), as the API serves it")
     series = param.Parameter(default=None, doc="polars DataFrame: one row per month")
     versions = param.Parameter(default=None, doc="polars DataFrame: each version and the month it took over")
     message = param.String(default="")

@@ -10,13 +10,13 @@ from typing import Any
 import polars as pl
 
 from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
+from gate.reports.params import PARAMS, ReportParams, cohort_scopes
+from gate.reports.registry import REPORTS, Cohort, ReportKind
 from workbench.app.stores.shared import StoreShared
 from workbench.dataset.load import Frames, holds_from_dataset
 from workbench.dataset.rollups import RollupView
 from workbench.reports.holds import HoldReport
-from workbench.reports.params import PARAMS, ReportParams, cohort_scopes
 from workbench.reports.policy import PolicyReports, policy_reports_of
-from workbench.reports.registry import REPORTS, Cohort, ReportKind
 from workbench.reports.timeseries import (
     monthly,
     monthly_from_rollups,
@@ -35,7 +35,7 @@ class OverviewFigures:
         self.store = store
 
     def reports(self, scope: str, policy_id: str, *, limit: int = 1000) -> dict[str, Mapping[str, Any]]:
-        """Every report kind of the registry (`workbench.reports.registry.REPORTS`) but the hold
+        """Every report kind of the registry (`gate.reports.registry.REPORTS`) but the hold
         report (`hold_report`), built by the report service the API and `gate report` call (same
         engines, envelopes and hashes, same cohort rule) over the dataset instead of the live
         ledger, at the page's `limit`: kind → sealed report, in the registry's order. A kind added

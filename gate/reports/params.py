@@ -3,7 +3,7 @@
 Plain Python (no Polars, no dataset): the API imports this at start-up to document and check a
 report's query before anything loads the analytics stack (`workbench.reports.policy`), which a
 worker imports on its first report. Which parameters a report kind takes is the kind's entry
-(`workbench.reports.registry`, above this module: `parse_params(kind, raw)` is there).
+(`gate.reports.registry`, above this module: `parse_params(kind, raw)` is there).
 """
 
 from __future__ import annotations

@@ -2,31 +2,29 @@
 
 The API's routes (`api/routes/reports.py`), `gate report` (`gate_cli/report_cmd.py`), the
 workbench's Overview (`workbench/app/store.py`, its page), the OpenAPI document and its cost table
-(`api/openapi.py`) and the report parameters (`workbench.reports.policy`) take the kinds, their
+(`api/openapi.py`) and the report engines (`workbench.reports.policy`) take the kinds, their
 names, envelopes, parameters, summaries and engines from `REPORTS`; none of them lists report
 kinds of its own, and all of them build reports through the report service
-(`workbench.services.reports`). A new report engine is its engine module, one entry here (with
-`engine=` and its own envelope), its test and its doc (tests/workbench/test_report_registry.py
-adds one that way and finds it served everywhere).
+(`workbench.services.reports`; the API through the analytics it is composed with,
+`gate.services.analytics`). A new report engine is its engine module, one entry here (with
+`engine="module:function"` and its own envelope), its test and its doc
+(tests/workbench/test_report_registry.py adds one that way and finds it served everywhere).
 
-The table itself loads no Polars: `gate` builds its parser from it at every start. The engines
-(`workbench.reports.policy`, above this module) load when a report is first built there
-(`build_report`); a kind's query is parsed here (`parse_params`), with the parameters of
-`workbench.reports.params`, below it.
+The table imports no engine and no Polars (issue 66, item 4): `gate` builds its parser from it
+at every start, and the API documents and checks every kind with it when no analytics package is
+installed. A kind's own engine is a reference the engines' shell loads when a report is first
+built (`workbench.reports.policy.build_report`); a kind's query is parsed here (`parse_params`),
+with the parameters of `gate.reports.params`, below it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
 
 from gate.protocol.report_envelopes import Envelope, spec_of
-from workbench.reports.params import ParamValue, ReportParams, parse_query
-
-if TYPE_CHECKING:
-    from workbench.dataset.load import Frames
+from gate.reports.params import ParamValue, ReportParams, parse_query
 
 
 @dataclass(frozen=True)
@@ -37,12 +35,6 @@ class Cohort:
     opted_in: AbstractSet[str] = field(default_factory=frozenset)
 
 
-# frames, policy id, parameters, cohort → the sealed report (a JSON object).
-Engine = Callable[["Frames", str, "ReportParams", Cohort], Mapping[str, Any]]
-# frames, parameters, cohort → a new report's body, which `ReportKind.build` seals in its envelope.
-BodyEngine = Callable[["Frames", "ReportParams", Cohort], Mapping[str, Any]]
-
-
 @dataclass(frozen=True)
 class ReportKind:
     """One policy report: how the shells name it, which envelope seals it, what it reads."""
@@ -50,10 +42,12 @@ class ReportKind:
     name: str             # `gate report NAME`, GET /api/decision/policies/{policy_id}/NAME
     envelope: str | Envelope  # its envelope's kind in gate.protocol.report_envelopes.KINDS, or its own envelope
     summary: str          # the OpenAPI summary of its route
-    params: tuple[str, ...]  # the query parameters it accepts (workbench.reports.params.PARAMS)
+    params: tuple[str, ...]  # the query parameters it accepts (gate.reports.params.PARAMS)
     every_version: bool = False  # policy_version names the current version; every version is evidence
     cohort: bool = False  # compares against opted-in scopes (benchmarks): per scope, reads their settings
-    engine: BodyEngine | None = None  # a report's body; None: the built-in reports' own functions (policy)
+    # Its body's engine, "module:function" (frames, parameters, cohort → the body its envelope
+    # seals), loaded by `workbench.reports.policy`; None: the built-in reports' own functions there.
+    engine: str | None = None
     # Reads held actions, not decisions: the shells load its frames with
     # `workbench.dataset.load.holds_from_dataset` / `holds_from_ledger` (the holds and their
     # decisions' outcomes) instead of `from_dataset` / `from_ledger`.
@@ -88,13 +82,6 @@ class ReportKind:
 HOLD_REPORT = Envelope("holds", "hold_report_version", "hold_report_v1", "holds_hash")
 
 
-def _hold_body(frames: Frames, params: ReportParams, cohort: Cohort) -> Mapping[str, Any]:
-    # Lazy for the same reason as `_engines`.
-    from workbench.reports.holds import hold_body
-
-    return hold_body(frames, params)
-
-
 REPORTS: dict[str, ReportKind] = {kind.name: kind for kind in (
     ReportKind(
         "effectiveness", "effectiveness",
@@ -123,7 +110,7 @@ REPORTS: dict[str, ReportKind] = {kind.name: kind for kind in (
         "Held actions (hold_report_v1, holds_hash): the backlog and its age, time to resolution p50/p90, "
         "approval and expiry rates with 95% Wilson intervals, and approvals whose decision later failed (too-young "
         "ones counted apart); for the policy, per queue and per reviewer, over the window it names.",
-        ("policy_version", "limit", "outcome_window_days"), engine=_hold_body, reads_holds=True),
+        ("policy_version", "limit", "outcome_window_days"), engine="workbench.reports.holds:hold_body", reads_holds=True),
 )}
 NAMES = tuple(REPORTS)
 
@@ -134,4 +121,4 @@ def parse_params(kind: str, raw: Mapping[str, str], *, limit_high: int | None = 
     return parse_query(kind, REPORTS[kind].params, raw, limit_high=limit_high)
 
 
-__all__ = ["HOLD_REPORT", "NAMES", "REPORTS", "BodyEngine", "Cohort", "Engine", "ReportKind", "parse_params"]
+__all__ = ["HOLD_REPORT", "NAMES", "REPORTS", "Cohort", "ReportKind", "parse_params"]
