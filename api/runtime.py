@@ -19,6 +19,7 @@ from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.services.chains import AuditChainService
 from gate.services.decide import Caller, DecisionService
+from gate.services.erasure import ErasureService
 from gate.services.events import Dispatcher, EventService
 from gate.services.holds import HoldService
 from gate.services.keys import KeyService
@@ -58,6 +59,7 @@ class GateRuntime:
     keys: KeyService  # the keys that act on production: their grant requests and approvals (issue 52)
     privacy: PrivacyService  # the data map and the masking rules (issue 67; docs/privacy.md)
     subjects: SubjectService  # a data subject's decisions, holds and events (issue 67, item 5)
+    erasures: ErasureService  # a data subject erased, governed by two holders (issue 67, item 4)
     reports: ReportService  # every report kind of the registry (workbench.services.reports)
     dispatcher: Dispatcher | None = None  # started by `gate serve` in each worker; None: dispatch is off
     hold_sweeper: PeriodicWorker | None = None  # started by `gate serve` in each worker; None: dispatch is off
