@@ -196,6 +196,10 @@ def _proofs_hold(client, headers, mine: list[dict], other: dict, seq: int) -> No
     assert "inputs_removed" not in whole and whole["record_hash"] == other["record_hash"]
     assert client.post(f"/api/decision/{other['decision_id']}/replay", json={}, headers=headers).status_code == 200
     assert client.get(f"/api/decision/{other['decision_id']}/verify", headers=headers).get_json()["verified"] is True
+    replay = client.post(f"/api/decision/{kept['decision_id']}/replay", json={}, headers=headers)
+    assert replay.status_code == 410 and replay.get_json()["removed"]["cause"] == "erasure"
+    export = client.post("/api/subjects/exports", json={"subject": CUSTOMER}, headers=headers).get_json()
+    assert export["decisions"] == [] and export["holds"] == [] and export["events"] == [], export
     nothing = client.post(ERASURES, json={"subject": CUSTOMER}, headers=headers)  # nothing of theirs is left
     assert nothing.status_code == 404 and nothing.get_json()["error"] == "SUBJECT_NOT_FOUND"
 
