@@ -80,8 +80,9 @@ def _erase_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scope", required=True, help="the scope (required)")
     key = parser.add_mutually_exclusive_group(required=True)
     key.add_argument("--subject", default=None, help="the subject's key (it lands in your shell history: prefer "
-                                                    "--subject-file)")
-    key.add_argument("--subject-file", default=None, help="a file holding the subject's key; - reads it from stdin")
+                                                    "--subject-file; this or --subject-file is required)")
+    key.add_argument("--subject-file", default=None, help="a file holding the subject's key; - reads it from stdin "
+                                                          "(this or --subject is required)")
     parser.add_argument("--reason", default=None, help="why, for the signed record (a ticket number; never the "
                                                        "subject's value) (default: none)")
 

@@ -304,13 +304,17 @@ def test_bad_bodies_unknown_subjects_and_another_scope_change_nothing(gate, keys
 
 def test_an_erasure_never_reaches_another_scope_s_decisions_of_the_same_key(gate, keys, database_url):
     client = gate.test_client()
-    mine, _other = _set_up(client, keys)
+    mine, other = _set_up(client, keys)
     assert client.put("/api/privacy", json=privacy(), headers=keys["b"]).status_code == 200
     theirs = _decide(client, keys["b"], customer_request(CUSTOMER, "carol@example.net"))
     asked = client.post(ERASURES, json={"subject": CUSTOMER}, headers=keys["dpo"]).get_json()
     assert theirs["decision_id"] not in {d["decision_id"] for d in asked["decisions"]}
+    also = client.post(ERASURES, json={"subject": OTHER_CUSTOMER}, headers=keys["dpo"]).get_json()
     done = client.post(APPROVALS, json={"request_seq": asked["request_seq"]}, headers=keys["second"]).get_json()
     assert sorted(done["removed"]) == sorted(r["decision_id"] for r in mine)
+    # Two erasures wait side by side: approving one never makes the other stale (an act, not a setting).
+    second = client.post(APPROVALS, json={"request_seq": also["request_seq"]}, headers=keys["second"])
+    assert second.status_code == 200 and second.get_json()["removed"] == [other["decision_id"]], second.get_json()
     assert "inputs_removed" not in client.get(f"/api/decision/{theirs['decision_id']}", headers=keys["b"]).get_json()
     assert "carol@example.net" in _texts(database_url)
 
