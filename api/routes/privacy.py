@@ -122,7 +122,7 @@ def subject_export(caller: Caller) -> Response:
              "Needs `admin`. Always 202: nothing is removed until a second, distinct holder approves "
              "(POST /api/subjects/erasures/approvals). POST with the key in a body: it stays out of URLs and logs. "
              "Another scope's decisions are never read.", True,
-             {202: "{ok, scope, request_seq, expires_at, decisions, event}: waits for a second holder",
+             {202: "{ok, scope, request_seq, expires_at, decisions, more, event}: waits for a second holder",
               400: "malformed body", **_KEYED, 404: "no decision of the scope names the subject",
               409: "the scope's data map names no subject key", 413: "body too large", 415: MEDIA,
               503: "signing is required and no key is configured"},

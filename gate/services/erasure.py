@@ -44,6 +44,7 @@ class ErasureRequested(TypedDict):
     request_seq: int
     expires_at: str | None
     decisions: list[ErasedJSON]
+    more: bool  # the subject has more decisions than one request names: ask again once this one is approved
     event: GovernanceEvent
 
 
@@ -84,17 +85,16 @@ class ErasureService:
         if not found:
             raise GateError(NOT_FOUND, "no decision of the scope holds this subject's values (none names it at "
                                        "the subject key, or their inputs were removed already)")
-        if len(found) > MAX_DECISIONS:
-            raise GateError(INVALID, f"the subject has more than {MAX_DECISIONS} decisions: one erasure names at most "
-                                     f"{MAX_DECISIONS}; ask again after this one is approved")
+        # One request names at most MAX_DECISIONS (the oldest): `more` says to ask again once it is approved.
         erasure = Erasure(tuple(ErasedDecision(str(row["decision_id"]), str(row["input_hash"]),
-                                               str(row["record_hash"])) for row in found))
+                                               str(row["record_hash"])) for row in found[:MAX_DECISIONS]))
         event, _ = self.governance.change(scope, SUBJECT_ERASURE, principal, permissions, lambda _before: erasure,
                                           body.get("reason"))
         if event is None or event["action"] != "policy_request":  # an act is never applied by one holder
             raise RuntimeError("an erasure request was not filed as a request")
         return {"scope": scope, "request_seq": event["seq"], "expires_at": event["expires_at"],
-                "decisions": [d.to_json() for d in erasure.decisions], "event": event}
+                "decisions": [d.to_json() for d in erasure.decisions], "more": len(found) > MAX_DECISIONS,
+                "event": event}
 
     def approve(self, scope: str, principal: Principal, permissions: Permissions, request_seq: Any,
                 reason: str | None = None) -> Erased:

@@ -347,3 +347,21 @@ def test_the_cli_asks_from_stdin_cannot_approve_its_own_and_a_second_holder_eras
     from_file = _gate(gate_env, "subject", "erase", "--scope", "tenant_a", "--subject-file",
                       str(Path(gate_env["GATE_HOME"]) / "key.txt"))
     assert from_file.returncode == 0 and len(json.loads(from_file.stdout)["decisions"]) == 1, from_file.stderr
+
+
+def test_a_subject_with_more_decisions_than_one_request_names_is_erased_in_turns(gate, keys, database_url,
+                                                                                 monkeypatch):
+    """One request names at most `MAX_DECISIONS` (the oldest first) and says `more`; once it is
+    approved, the next request finds only the rest."""
+    import gate.services.erasure as erasure
+
+    monkeypatch.setattr(erasure, "MAX_DECISIONS", 1)
+    client = gate.test_client()
+    mine, _other = _set_up(client, keys)
+    first = client.post(ERASURES, json={"subject": CUSTOMER}, headers=keys["dpo"]).get_json()
+    assert [d["decision_id"] for d in first["decisions"]] == [mine[0]["decision_id"]] and first["more"] is True
+    assert client.post(APPROVALS, json={"request_seq": first["request_seq"]}, headers=keys["second"]).status_code == 200
+    rest = client.post(ERASURES, json={"subject": CUSTOMER}, headers=keys["dpo"]).get_json()
+    assert [d["decision_id"] for d in rest["decisions"]] == [mine[1]["decision_id"]] and rest["more"] is False
+    assert client.post(APPROVALS, json={"request_seq": rest["request_seq"]}, headers=keys["second"]).status_code == 200
+    assert EMAIL not in _texts(database_url) and CUSTOMER not in _texts(database_url)
