@@ -105,7 +105,7 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSig
         events=core.events, holds=core.holds, lifecycle=core.lifecycle, audit=core.audit,
         scope_events=serving.scope_events, keys=serving.keys, replays=serving.replays, pilots=serving.pilots,
         proof_metrics=serving.proof_metrics, policy_alerts=serving.policy_alerts, analytics=analytics,
-        privacy=serving.privacy, subjects=serving.subjects,
+        privacy=serving.privacy, subjects=serving.subjects, erasures=serving.erasures,
         hold_sweeper=serving.hold_sweeper, dispatcher=serving.dispatcher,
         limiter=limiter or make_rate_limiter(settings.redis_url),
         auth=Authenticator(ledger, settings.plans, cache_ms=settings.api_key_cache_ms,

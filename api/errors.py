@@ -186,6 +186,8 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "PRIVACY_PERMISSION_DENIED": (403, "forbidden"),
     "SUBJECT_EXPORT_INVALID": (400, "invalid_request"),
     "SUBJECT_KEY_UNDECLARED": (409, "subject_key_undeclared"),
+    "SUBJECT_ERASURE_INVALID": (400, "invalid_request"),
+    "SUBJECT_NOT_FOUND": (404, "not_found"),
 }
 
 

@@ -167,6 +167,7 @@ SCHEMAS: dict[str, Mapping[str, object]] = {
     "EventSettings": bodies.openapi_schema("event-settings"),  # gate/bodies/event-settings.schema.json
     "PrivacySettings": bodies.openapi_schema("privacy"),  # gate/bodies/privacy.schema.json (issue 67)
     "SubjectExport": bodies.openapi_schema("subject-export"),  # gate/bodies/subject-export.schema.json
+    "SubjectErasure": bodies.openapi_schema("subject-erasure"),  # gate/bodies/subject-erasure.schema.json
     "EventSubscription": bodies.openapi_schema("event-subscription"),  # gate/bodies/event-subscription.schema.json
     "EventSubscriptionStatus": bodies.openapi_schema("event-subscription-status"),
     "EventSecretRotation": bodies.openapi_schema("event-rotation"),

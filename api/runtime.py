@@ -20,6 +20,7 @@ from gate.ledger import Ledger
 from gate.services.analytics import Analytics
 from gate.services.chains import AuditChainService
 from gate.services.decide import Caller, DecisionService
+from gate.services.erasure import ErasureService
 from gate.services.events import Dispatcher, EventService
 from gate.services.holds import HoldService
 from gate.services.keys import KeyService
@@ -61,6 +62,7 @@ class GateRuntime:
     # The report engines (gate.services.analytics): handed in by the composition root above the API
     # and the workbench (gate_cli.served_app); without them, every report answers 503 REPORTS_UNAVAILABLE.
     analytics: Analytics
+    erasures: ErasureService  # a data subject erased, governed by two holders (issue 67, item 4)
     dispatcher: Dispatcher | None = None  # started by `gate serve` in each worker; None: dispatch is off
     hold_sweeper: PeriodicWorker | None = None  # started by `gate serve` in each worker; None: dispatch is off
 

@@ -67,6 +67,7 @@ COMMANDS: tuple[Command, ...] = (
             "gate_cli.policy_cmd:add_apply_parser"),
     Command("subject", "a data subject's data on request (GDPR Art. 15): every decision, hold, event and dataset "
                        "row holding their values", "gate_cli.subject_cmd:add_subject_parser"),
+    Command("erase", "ask to erase a data subject (gate subject erase)", "gate_cli.subject_cmd:add_erase_parser"),
 )
 BY_NAME = {command.name: command for command in COMMANDS}
 

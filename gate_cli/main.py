@@ -1,5 +1,5 @@
 """The `gate` console script: serve, keys, db, demo, export, verify, report, scopes, release, events, holds,
-subject, rulebook, dry-run, workbench, conformance, migration, checkpoint, init-policies, plan, apply.
+subject, erase, rulebook, dry-run, workbench, conformance, migration, checkpoint, init-policies, plan, apply.
 
 It is composed outside the core: `gate verify` and `gate rulebook` import only `gate` (they work
 offline with only the core installed); every other subcommand imports the server packages (the

@@ -1,7 +1,8 @@
 """A scope's data map and masking rules over HTTP (issue 67; docs/privacy.md): read them, state
 them (a signed governance event, setting `privacy`; a loosening while the scope requires
-approvals is a request), approve another holder's request; and a data subject's export (Art. 15),
-the subject's key in a body so it never lands in a URL or a log."""
+approvals is a request), approve another holder's request; a data subject's export (Art. 15) and
+erasure (Art. 17, asked by one holder and approved by a second), the subject's key in a body so it
+never lands in a URL or a log."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from api.jsonio import read_json
 from api.routes.releases import principal_of
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import keyed, runtime
-from gate.governance.table import DENIED, PRIVACY
+from gate.governance.table import DENIED, PRIVACY, SUBJECT_ERASURE
 from gate.principals import require
+from gate.privacy.erasure import INVALID as ERASURE_INVALID
+from gate.privacy.erasure import NOT_FOUND as SUBJECT_NOT_FOUND
 from gate.services.decide import Caller
 from gate.services.governance import approval_members
 from gate.services.subjects import INVALID as SUBJECT_INVALID
@@ -25,6 +28,9 @@ _ERRORS = AUTH_ERRORS + ("PRIVACY_PERMISSION_DENIED", "LEDGER_UNAVAILABLE")
 _KEYED = {401: "missing or invalid key", 403: "key lacks admin"}
 WEIGHT = Weight(base=2)
 EXPORT_WEIGHT = Weight(base=20)  # a subject export reads up to 20,000 rows (gate.services.subjects.PAGE_ROWS)
+ERASURE_WEIGHT = Weight(base=50)  # an erasure request reads every decision of the scope (the export's search)
+_APPROVAL_ERRORS = ("GOVERNANCE_REQUEST_INVALID", "GOVERNANCE_REQUEST_NOT_FOUND", "GOVERNANCE_SELF_APPROVAL",
+                    "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED")
 
 
 @routes.route(
@@ -101,4 +107,60 @@ def subject_export(caller: Caller) -> Response:
     require(caller.permissions, "admin", DENIED[PRIVACY])
     body = read_json(request, runtime().settings.max_body_bytes)
     answer = runtime().subjects.export_body(caller.scope, body)
+    return json_response(200, {"ok": True, **answer})
+
+
+@routes.route(
+    Endpoint("get", "/api/subjects/erasures", "The scope's data subject erasures waiting for a second holder: each "
+             "request's `request_seq`, `expires_at`, `requested_by` and `policy_after.decisions` (the decisions it "
+             "names, by id, `input_hash` and `record_hash`; never the subject). Needs `admin`.", True,
+             {200: "{ok, scope, pending, governance_seq}", **_KEYED}, errors=_ERRORS, tags=("privacy",), charged=True),
+    Endpoint("post", "/api/subjects/erasures", "A data subject's erasure request (GDPR Art. 17): `{subject, reason?}` "
+             "finds every decision of the caller's scope whose request names `subject` at the data map's "
+             "`subject_key` (the export's search) and files a signed governance request (`subject.erasure_requested`) "
+             "naming those decisions by id, `input_hash` and `record_hash`; the subject's value is kept nowhere. "
+             "Needs `admin`. Always 202: nothing is removed until a second, distinct holder approves "
+             "(POST /api/subjects/erasures/approvals). POST with the key in a body: it stays out of URLs and logs. "
+             "Another scope's decisions are never read.", True,
+             {202: "{ok, scope, request_seq, expires_at, decisions, more, event}: waits for a second holder",
+              400: "malformed body", **_KEYED, 404: "no decision of the scope names the subject",
+              409: "the scope's data map names no subject key", 413: "body too large", 415: MEDIA,
+              503: "signing is required and no key is configured"},
+             errors=BODY_ERRORS + _ERRORS + (ERASURE_INVALID, SUBJECT_NOT_FOUND, UNDECLARED,
+                                             "GOVERNANCE_REQUEST_INVALID", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED"),
+             request_body="SubjectErasure", tags=("privacy",), charged=True),
+)
+@keyed("SVC_API_UNAUTHORIZED")
+@charged(ERASURE_WEIGHT)
+def subject_erasure(caller: Caller) -> Response:
+    """GET: the pending erasures (admin). POST (admin): a request a second holder approves (202)."""
+    service = runtime().erasures
+    if request.method == "GET":
+        return json_response(200, {"ok": True, **service.pending(caller.scope, principal_of(caller),
+                                                                 caller.permissions)})
+    require(caller.permissions, "admin", DENIED[SUBJECT_ERASURE])
+    body = read_json(request, runtime().settings.max_body_bytes)
+    answer = service.request(caller.scope, principal_of(caller), caller.permissions, body)
+    runtime().wake_dispatcher()
+    return json_response(202, {"ok": True, **answer})
+
+
+@routes.route(Endpoint(
+    "post", "/api/subjects/erasures/approvals", "Approve another holder's pending erasure `{request_seq, reason?}`: "
+    "a signed governance event (`subject.erased`), then the named decisions' requests, record bodies, hold facts, "
+    "outbox copies and delivery-attempt excerpts removed; every hash, chain link and checkpoint kept (each "
+    "decision's remainder says `inputs_removed: {cause: erasure, ref: governance event N}`). Needs `approve`; "
+    "never the requester's holder.", True,
+    {200: "{ok, scope, erasure_event, decisions, removed, event}", 400: "malformed body",
+     401: "missing or invalid key", 403: "key lacks approve, or approves its own holder's request",
+     404: "no such pending erasure", 413: "body too large", 415: MEDIA,
+     503: "signing is required and no key is configured"},
+    errors=BODY_ERRORS + _ERRORS + _APPROVAL_ERRORS, request_body="SettingApproval", tags=("privacy",), charged=True))
+@keyed("SVC_API_UNAUTHORIZED")
+@charged(WEIGHT)
+def approve_erasure(caller: Caller) -> Response:
+    """A second holder (`approve`) approves a pending erasure: the named decisions' inputs go."""
+    request_seq, reason = approval_members(SUBJECT_ERASURE, read_json(request, runtime().settings.max_body_bytes))
+    answer = runtime().erasures.approve(caller.scope, principal_of(caller), caller.permissions, request_seq, reason)
+    runtime().wake_dispatcher()
     return json_response(200, {"ok": True, **answer})

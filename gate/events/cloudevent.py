@@ -64,6 +64,10 @@ EVENT_TYPES: dict[str, str] = {
     "privacy.changed": "the scope's data map or a destination's masking rule changed (set, or a weakening "
                        "approved: a signed governance event)",
     "privacy.change_requested": "a weakening of the scope's masking rules waits for a second holder",
+    "subject.erased": "a data subject's erasure was approved by a second holder: the named decisions' inputs "
+                      "were removed (a signed governance event naming their input_hash and record_hash)",
+    "subject.erasure_requested": "a data subject's erasure waits for a second holder (it names the decisions "
+                                 "found, by id and hashes; never the subject)",
 }
 
 

@@ -15,6 +15,7 @@ distinct holder approves.
 | `event_subscriptions` | a URL that receives an event type it did not: a new webhook endpoint, a changed URL, wider event types; none while a subscription to that URL already receives them (gate.events.egress.subscription_weakenings) |
 | `privacy` | what leaves that did not (issue 67): a destination's action for personal or sensitive members loosened (drop → hash → keep), a member that leaves looser (declassified, made less sensitive, or given a looser exception), the subject key removed or moved (gate.privacy.datamap.weakenings) |
 | `api_keys` | a key that gains `release`, `approve`, `resolve` or `admin`: created, enabled again, widened, or given another holder; none while no key of the scope acts on production, the scope's bootstrap (gate.releases.key_grants.grant_weakenings); the holder a grant is for never approves it (`grantees`) |
+| `subject_erasure` | an act, not a setting (issue 67, item 4): every erasure that names a decision, whatever the scope requires; a second, distinct holder approves each one, and nothing stays in force after it (gate.privacy.erasure) |
 
 Each row also names the code a caller without the permission to change it is refused with.
 """
@@ -25,7 +26,7 @@ from collections.abc import Mapping
 
 from gate.events import egress
 from gate.holds import policy as holds
-from gate.privacy import datamap
+from gate.privacy import datamap, erasure
 from gate.releases.governance import RELEASE_POLICY, RELEASE_SAFEGUARD, Safeguard
 from gate.releases.key_grants import KeyGrants, grant_weakenings, grantees
 
@@ -34,6 +35,7 @@ EVENT_SETTINGS = "event_settings"
 API_KEYS = "api_keys"
 EVENT_SUBSCRIPTIONS = egress.EVENT_SUBSCRIPTIONS
 PRIVACY = "privacy"
+SUBJECT_ERASURE = erasure.SUBJECT_ERASURE
 
 SAFEGUARDS: Mapping[str, Safeguard] = {
     RELEASE_POLICY: RELEASE_SAFEGUARD,
@@ -43,6 +45,7 @@ SAFEGUARDS: Mapping[str, Safeguard] = {
     EVENT_SUBSCRIPTIONS: Safeguard(EVENT_SUBSCRIPTIONS, egress.EventSubscriptions.from_json,
                                    egress.subscription_weakenings, chained=False),
     PRIVACY: Safeguard(PRIVACY, datamap.PrivacySettings.from_json, datamap.weakenings),
+    SUBJECT_ERASURE: Safeguard(SUBJECT_ERASURE, erasure.Erasure.from_json, erasure.weakenings, act=True),
 }
 
 
@@ -55,4 +58,5 @@ DENIED: Mapping[str, str] = {
     API_KEYS: "KEYS_PERMISSION_DENIED",
     EVENT_SUBSCRIPTIONS: "EVENTS_PERMISSION_DENIED",
     PRIVACY: "PRIVACY_PERMISSION_DENIED",
+    SUBJECT_ERASURE: "PRIVACY_PERMISSION_DENIED",  # the privacy routes' one code
 }

@@ -4,9 +4,10 @@ replay, dry-runs and reports state.
 
 A removal (`remove`) rewrites, for each decision of the scope not removed before: the stored
 request to `gate.privacy.removal.removed_request`, the stored record to its remainder, the hold's
-facts and request summary (and the two plain columns the Inbox searches) to nothing, and every
-`decision.created` event in the outbox that copied the record to the event with its remainder;
-and it files one `decision_removals` row. Nothing else is touched: the decisions row's hashes and
+facts and request summary (and the two plain columns the Inbox searches) to nothing, every
+`decision.created` event in the outbox that copied the record to the event with its remainder,
+and the excerpt of every webhook delivery attempt of an event about those decisions (the
+receiver's answer may echo what it was sent) to nothing; and it files one `decision_removals` row. Nothing else is touched: the decisions row's hashes and
 seal, the chain links, the Merkle nodes, the checkpoints, the hold chain and the receipts stay as
 signed. The outbox's counted bytes (`event_retention.bytes`) are lowered by what the rewrite saved.
 """
@@ -22,7 +23,14 @@ from sqlalchemy.engine import Connection
 
 from gate.events.cloudevent import full_type
 from gate.ledger.store import Ledger
-from gate.ledger.tables import decision_removals, decisions, event_outbox, event_retention, holds
+from gate.ledger.tables import (
+    decision_removals,
+    decisions,
+    event_outbox,
+    event_retention,
+    holds,
+    webhook_attempts,
+)
 from gate.privacy.removal import Cause, event_remainder, remainder, removed_request
 from gate.protocol.canonical import canonical_text
 
@@ -64,31 +72,38 @@ def remove(ledger: Ledger, scope: str, decision_ids: Sequence[str], cause: Cause
         ids = [row["decision_id"] for row in rows]
         connection.execute(update(holds).where(holds.c.decision_id.in_(ids)).values(
             facts_json="{}", request_json=None, target_object_id=None, source_record_id=None))
-        _rewrite_events(connection, scope, ids, min(row["created_at"] for row in rows), cause)
+        about = _rewrite_events(connection, scope, ids, min(row["created_at"] for row in rows), cause)
+        for chunk in range(0, len(about), 500):
+            connection.execute(update(webhook_attempts).where(
+                webhook_attempts.c.scope == scope, webhook_attempts.c.seq.in_(about[chunk:chunk + 500]))
+                .values(excerpt=""))
         connection.execute(decision_removals.insert(), [
             {"decision_id": row["decision_id"], "scope": scope, "created_at": row["created_at"],
              "cause": cause.cause, "cause_ref": cause.ref, "removed_at": cause.removed_at} for row in rows])
         return ids
 
 
-def _rewrite_events(connection: Connection, scope: str, ids: Iterable[str], since: str, cause: Cause) -> None:
+def _rewrite_events(connection: Connection, scope: str, ids: Iterable[str], since: str, cause: Cause) -> list[int]:
     """The scope's `decision.created` events of `ids` (written at or after `since`, the oldest
-    decision's time) with their records replaced by remainders."""
+    decision's time) with their records replaced by remainders; returns the seqs of every event
+    about `ids` (any type)."""
     wanted = set(ids)
+    created = full_type("decision.created")
     rows = connection.execute(
-        select(event_outbox.c.seq, event_outbox.c.event_json)
-        .where(event_outbox.c.scope == scope, event_outbox.c.event_type == full_type("decision.created"),
-               event_outbox.c.created_at >= since)).mappings().all()
+        select(event_outbox.c.seq, event_outbox.c.event_type, event_outbox.c.event_json)
+        .where(event_outbox.c.scope == scope, event_outbox.c.created_at >= since)).mappings().all()
     # What the retention pass has counted so far (read once): a rewrite of an event it counted
     # lowers the counted bytes; one it has not counted yet is counted later at its new size.
     counted = connection.execute(select(event_retention.c.counted_through)
                                  .where(event_retention.c.scope == scope)).scalar()
     saved = 0
+    about: list[int] = []
     for row in rows:
         event = json.loads(row["event_json"])
         if event.get("subject") not in wanted:
             continue
-        changed = event_remainder(event, cause)
+        about.append(int(row["seq"]))
+        changed = event_remainder(event, cause) if row["event_type"] == created else None
         if changed is None:
             continue
         text = canonical_text(changed)
@@ -100,6 +115,7 @@ def _rewrite_events(connection: Connection, scope: str, ids: Iterable[str], sinc
         connection.execute(update(event_retention).where(event_retention.c.scope == scope).values(
             bytes=func.max(event_retention.c.bytes - saved, 0) if connection.dialect.name == "sqlite"
             else func.greatest(event_retention.c.bytes - saved, 0)))
+    return about
 
 
 def removal(ledger: Ledger, decision_id: str) -> dict[str, Any] | None:

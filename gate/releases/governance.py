@@ -60,6 +60,10 @@ class Safeguard:
     # The holders a change gives rights to (the scope's keys: each grantee): none of them may
     # approve it, as the requester may not (`distinct_approver`).
     beneficiaries: Callable[[Any, Any], frozenset[str]] = lambda _before, _after: frozenset()
+    # An act, not a setting (a data subject's erasure, gate.privacy.erasure): never set by one
+    # holder, whatever the scope requires (a second, distinct holder approves each one); nothing
+    # is in force after it, so a request is never made stale by another's approval.
+    act: bool = False
 
 
 RELEASE_SAFEGUARD = Safeguard(RELEASE_POLICY, ReleasePolicy.from_json, weakenings)
@@ -223,12 +227,12 @@ def govern(state: GovernanceState, action: PolicyAction, seq: int,
     if row is None:
         raise ReleaseRefused("GOVERNANCE_REQUEST_INVALID", f"a safeguard setting is one of {', '.join(table)}",
                              400)  # every table knows the release policy
-    current = state.value(action.setting) if row.chained else None
+    current = state.value(action.setting) if row.chained and not row.act else None
     if current is not None and action.before != current:
         raise _refused(action.setting, "changed", "policy_before is not the policy in force", 409)
     required = approvals_required(state, action)
     if action.action == "policy_set":
-        if required and row.weakenings(action.before, action.after):
+        if row.act or (required and row.weakenings(action.before, action.after)):
             raise _refused(action.setting, "required",
                            "a weakening change while approvals are required needs a second principal", 409)
         return _applied(state, action.setting, action.after, seq)
@@ -238,7 +242,8 @@ def govern(state: GovernanceState, action: PolicyAction, seq: int,
         request = PolicyRequest(seq, action.before, action.after, action.principal.actor, action.expires_at,
                                 action.setting, row.weakenings(action.before, action.after),
                                 action.principal.holder)
-        return _with_value(replace(state, pending=(*state.pending, request)), action.setting, action.before)
+        asked = replace(state, pending=(*state.pending, request))
+        return asked if row.act else _with_value(asked, action.setting, action.before)
     if action.action == "policy_approve":
         return _approve(state, action, seq, row)
     raise _refused(action.setting, "invalid", f"a policy action is one of {', '.join(GOVERNANCE_ACTIONS)}", 400)
@@ -266,12 +271,13 @@ def _approve(state: GovernanceState, action: PolicyAction, seq: int, row: Safegu
     if beneficiary_approver(request, action.principal, row):
         raise _refused(setting, "self", "a holder cannot approve a grant to itself "
                        "(nor with another of its keys)", 403)
-    if state.applied.get(setting, 0) > request.seq or request.before != action.before:
+    if not row.act and (state.applied.get(setting, 0) > request.seq or request.before != action.before):
         raise _refused(setting, "changed", "the setting changed since this request was made: "
                        "request the change again", 409)
     if request.after != action.after:
         raise _refused(setting, "mismatch", "policy_after is not the requested policy", 409)
-    after = _applied(state, setting, request.after, seq)
+    after = (replace(state, applied={**state.applied, setting: seq}) if row.act
+             else _applied(state, setting, request.after, seq))
     return replace(after, pending=tuple(p for p in state.pending if p.seq != request.seq))
 
 

@@ -33,6 +33,7 @@ from gate.governance.table import (
     HOLD_POLICY,
     PRIVACY,
     SAFEGUARDS,
+    SUBJECT_ERASURE,
 )
 from gate.holds.policy import HoldPolicy
 from gate.keys.config import LiveSigning, SigningSetup
@@ -44,6 +45,7 @@ from gate.ledger.outbox import Outbox, event_types_of
 from gate.ledger.releases import Announcement, ReleaseLedger, ReleaseRace
 from gate.principals import Permission, Permissions, Principal, require
 from gate.privacy.datamap import PrivacySettings
+from gate.privacy.erasure import Erasure
 from gate.protocol.canonical import canonical_text
 from gate.releases.governance import (
     GOVERNANCE_ID,
@@ -72,7 +74,8 @@ _ANNOUNCED = {RELEASE_POLICY: ("release.policy_change_requested", "release.polic
               EVENT_SETTINGS: ("events.settings_change_requested", "events.settings_changed"),
               API_KEYS: ("keys.grant_requested", "keys.granted"),
               EVENT_SUBSCRIPTIONS: ("subscription.requested", "subscription.approved"),
-              PRIVACY: ("privacy.change_requested", "privacy.changed")}
+              PRIVACY: ("privacy.change_requested", "privacy.changed"),
+              SUBJECT_ERASURE: ("subject.erasure_requested", "subject.erased")}
 _ANNOUNCED_MEMBERS = ("seq", "setting", "action", "actor", "principal", "created_at", "request_seq", "expires_at",
                       "reason", "policy_before", "policy_after", "weakens", "event_hash", "previous_event_hash",
                       "key_id")
@@ -188,6 +191,8 @@ class SafeguardSettings:
             return HoldPolicy.from_json(event["policy"]) if event is not None else HoldPolicy()
         if setting == PRIVACY:
             return PrivacySettings()  # nothing declared; the default rules
+        if setting == SUBJECT_ERASURE:
+            return Erasure()  # an act: nothing in force before or after one
         row = EventSettingsLedger(self.ledger).get(scope)
         return EventSettings(bool(row["decision_created"]), row["anomaly_every_seconds"]) if row else EventSettings()
 
@@ -243,7 +248,8 @@ class GovernanceService(SafeguardSettings):
             release = self.value(scope, RELEASE_POLICY, state)
             now = self.clock.now()
             expires = None
-            if release.require_approval and SAFEGUARDS[setting].weakenings(before, after):
+            row = SAFEGUARDS[setting]  # an act (an erasure) always waits for a second holder
+            if (release.require_approval or row.act) and row.weakenings(before, after):
                 moment = now if now.tzinfo else now.replace(tzinfo=UTC)
                 expires = iso_ms(moment + timedelta(seconds=release.approval_ttl_seconds))
             action = PolicyAction("policy_request" if expires else "policy_set", principal, iso_ms(now), before, after,

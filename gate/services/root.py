@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the services bring the ledger (SQLAlchemy): loaded when the
     from gate.services.advisory import AdvisoryService
     from gate.services.chains import AuditChainService, EventChainWitness
     from gate.services.decide import DecisionService
+    from gate.services.erasure import ErasureService
     from gate.services.events import Dispatcher, EventService
     from gate.services.governance import GovernanceService, SafeguardSettings
     from gate.services.holds import HoldOpener, HoldService
@@ -45,8 +46,8 @@ if TYPE_CHECKING:  # the services bring the ledger (SQLAlchemy): loaded when the
     from gate.services.scope_events import ScopeEventService
     from gate.services.subjects import SubjectService
 
-__all__ = ["DecisionServices", "ServingServices", "advisory_service", "decision_services", "event_service",
-           "hold_service", "key_service", "ledger_of", "live_signing", "serving_services", "signing_setup", "subject_service"]
+__all__ = ["DecisionServices", "ServingServices", "advisory_service", "decision_services", "erasure_service",
+           "event_service", "hold_service", "key_service", "ledger_of", "live_signing", "serving_services", "signing_setup", "subject_service"]
 
 # A webhook delivery attempted: (delivered, retried), the serving process's metrics (api.metrics).
 AttemptHook = Callable[[bool, bool], None]
@@ -267,6 +268,25 @@ def subject_service(ledger: Ledger, settings: Settings) -> SubjectService:
     return SubjectService(ledger, privacy_service(ledger, SafeguardSettings(ledger), settings))
 
 
+def erasure_service(ledger: Ledger, settings: Settings, clock: Clock | None = None) -> ErasureService:
+    """A data subject's erasure (`gate subject erase`; the serving process's is
+    `ServingServices.erasures`): the subject export's search, a governed-change service witnessed
+    in the settings' GATE_CHECKPOINT_LOG, and the one removal home."""
+    from gate.clock import SystemClock
+    from gate.services.chains import EventChainWitness
+    from gate.services.erasure import ErasureService
+    from gate.services.governance import GovernanceService
+    from gate.services.removal import InputRemoval
+    from gate.services.subjects import SubjectService
+
+    clock = clock or SystemClock()
+    signing = signing_setup(settings)
+    governance = GovernanceService(ledger, signing, clock,
+                                   witness=EventChainWitness(signing, clock, settings.checkpoint_log))
+    subjects = SubjectService(ledger, privacy_service(ledger, governance, settings))
+    return ErasureService(subjects, governance, InputRemoval(ledger, clock))
+
+
 def key_service(ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None, *,
                 governance: GovernanceService | None = None, checkpoint_log: Path | None = None) -> KeyService:
     """The keys that act on production, their grants governed through `governance` (the serving
@@ -297,6 +317,7 @@ class ServingServices:
     policy_alerts: PolicyAlertService
     privacy: PrivacyService
     subjects: SubjectService  # a data subject's decisions, holds and events (issue 67, item 5)
+    erasures: ErasureService  # a data subject erased, governed by two holders (issue 67, item 4)
     dispatcher: Dispatcher | None
     hold_sweeper: PeriodicWorker | None
 
@@ -307,8 +328,10 @@ def serving_services(core: DecisionServices, ledger: Ledger, signing: SigningSet
     `anomalies` is the anomaly report the policy alerts read (the shell's report engine: the core
     imports no Polars); the dispatcher runs the events out, the scheduled reports and the
     reviewers' channels; the hold sweeper expires and escalates held actions on time."""
+    from gate.services.erasure import ErasureService
     from gate.services.holds import hold_sweeper
     from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
+    from gate.services.removal import InputRemoval
     from gate.services.replay import ReplayService
     from gate.services.scope_events import ScopeEventService
     from gate.services.subjects import SubjectService
@@ -322,7 +345,9 @@ def serving_services(core: DecisionServices, ledger: Ledger, signing: SigningSet
     if privacy is None:
         raise LookupError("the serving services need the core composed with the settings")
     dispatch = settings.events_dispatch
-    return ServingServices(privacy=privacy, subjects=SubjectService(ledger, privacy),
+    subjects = SubjectService(ledger, privacy)
+    return ServingServices(privacy=privacy, subjects=subjects,
+        erasures=ErasureService(subjects, core.governance, InputRemoval(ledger, clock)),
         scope_events=scope_events, keys=key_service(ledger, signing, clock, governance=core.governance),
         replays=ReplayService(core.decisions), pilots=PilotService(ledger, clock),
         proof_metrics=ProofMetricsService(ledger), policy_alerts=policy_alerts,

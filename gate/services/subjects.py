@@ -166,6 +166,7 @@ class _Page:
     holds: list[HoldJSON] = field(default_factory=list)
     events: list[EventJSON] = field(default_factory=list)
     scanned: dict[str, int] = field(default_factory=lambda: {"decisions": 0, "events": 0})
+    hashes: list[Mapping[str, Any]] = field(default_factory=list)  # the decisions found, by their hashes
 
     def found(self, request_text: str) -> Found | None:
         """What the request holds, when its subject is the asked one (None otherwise)."""
@@ -189,7 +190,25 @@ class SubjectService:
     def export(self, scope: str, subject: Any, after: Any = None) -> SubjectExport:
         """One page of the subject's export (SUBJECT_EXPORT_INVALID, SUBJECT_KEY_UNDECLARED)."""
         subject = check_subject(subject)
-        cursor = Cursor.parse(after)
+        page, cursor, done = self._read(scope, subject, Cursor.parse(after), events=True)
+        return {"scope": scope, "subject": subject, "subject_key": str(page.data_map.subject_key),
+                "decisions": page.decisions, "holds": page.holds, "events": page.events,
+                "scanned": page.scanned, "next": None if done else cursor.text()}
+
+    def erasable(self, scope: str, subject: str) -> list[Mapping[str, Any]]:
+        """Every decision of the scope whose request names the subject (the export's search, its
+        decisions' phase page after page), each as `{decision_id, input_hash, record_hash}`: what
+        a subject's erasure names (gate.services.erasure). Another scope's are never read."""
+        found: list[Mapping[str, Any]] = []
+        cursor = Cursor()
+        while True:
+            page, cursor, done = self._read(scope, subject, cursor, events=False)
+            found.extend(page.hashes)
+            if done or cursor.phase == "e":
+                return found
+
+    def _read(self, scope: str, subject: str, cursor: Cursor, *, events: bool) -> tuple[_Page, Cursor, bool]:
+        """One bounded page from `cursor`: the decisions' phase, then (with `events`) the outbox's."""
         data_map = self.privacy.settings(scope).data_map
         if data_map.subject_key is None:
             raise GateError(UNDECLARED, "the scope's data map names no subject key (PUT /api/privacy: "
@@ -198,12 +217,9 @@ class SubjectService:
         budget = self.page_rows
         if cursor.phase == "d":
             cursor, budget = self._decisions(page, cursor, budget)
-        if cursor.phase == "e" and budget > 0:
+        if events and cursor.phase == "e" and budget > 0:
             cursor, budget = self._events(page, cursor, budget)
-        done = cursor.phase == "e" and budget > 0
-        return {"scope": scope, "subject": subject, "subject_key": data_map.subject_key,
-                "decisions": page.decisions, "holds": page.holds, "events": page.events,
-                "scanned": page.scanned, "next": None if done else cursor.text()}
+        return page, cursor, cursor.phase == "e" and budget > 0
 
     def _decisions(self, page: _Page, cursor: Cursor, budget: int) -> tuple[Cursor, int]:
         after = (page.scope, cursor.created_at, cursor.decision_id) if cursor.decision_id else None
@@ -222,6 +238,8 @@ class SubjectService:
         return Cursor("d", rows[-1]["created_at"], rows[-1]["decision_id"]), 0
 
     def _decision(self, page: _Page, row: Mapping[str, Any], found: Found) -> None:
+        page.hashes.append({"decision_id": row["decision_id"], "input_hash": row["input_hash"],
+                            "record_hash": row["record_hash"]})
         finder = Masker(_FIND, b"", found)
         _, in_record = finder.mask_document(json.loads(row["record_json"]))
         page.decisions.append({

@@ -35,6 +35,7 @@ CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
     "events": (["events", "deliveries", "nope", "--scope", "s"], {}, "EVENT_SUBSCRIPTION_NOT_FOUND"),
     "holds": (["holds", "list", "--scope", "s", "--limit", "0"], {}, "CLI_REFUSED"),
     "subject": (["subject", "export", "", "--scope", "s"], {}, "SUBJECT_EXPORT_INVALID"),
+    "erase": (["erase", "--scope", "s", "--subject", ""], {}, "SUBJECT_ERASURE_INVALID"),
     "rulebook": (["rulebook", "lint", "{tmp}/missing.json"], {}, "RULEBOOK_INPUT_INVALID"),
     "dry-run": (["dry-run", "--rulebook-id", "x", "--draft", "{tmp}/missing.json", "--scope", "s"], {}, "USAGE"),
     "sweep": (["sweep", "--rulebook-id", "x", "--draft", "{tmp}/missing.json", "--rule", "r", "--field", "f",

@@ -373,7 +373,7 @@ def test_every_setting_of_the_table_folds_by_the_same_rules():
     unknown = _refused(lambda: govern(state, replace(_set(OFF, ON), setting="nothing"), 2, SAFEGUARDS),
                        "GOVERNANCE_REQUEST_INVALID", 400)
     assert unknown.message == ("a safeguard setting is one of release_policy, hold_policy, event_settings, "
-                               "api_keys, event_subscriptions, privacy")
+                               "api_keys, event_subscriptions, privacy, subject_erasure")
     _refused(lambda: govern(state, _egress("policy_set", QUIET, LOUD), 2), "GOVERNANCE_REQUEST_INVALID", 400)
 
 
