@@ -3,7 +3,8 @@ HTTP (`POST /api/subjects/erasures`, `.../approvals`) and `gate subject erase` /
 subprocesses: one holder asks and cannot approve (nor another key of its holder), nothing is
 removed while the request waits; a second holder approves and then no value of the subject is left
 (decoded rows, the SQLite file's bytes after VACUUM, PostgreSQL's tables as text), every chain,
-checkpoint and packet verifies, `gate verify` of the governance chain and of a record the caller
+checkpoint and packet verifies (and the chain still extends a checkpoint witnessed before the erasure:
+an RFC 6962 consistency proof), `gate verify` of the governance chain and of a record the caller
 kept passes, another subject's decisions are whole, a full-history dry-run says the erased ones
 apart. The request and its events name decision ids and hashes, never the subject."""
 
@@ -134,6 +135,8 @@ def test_one_holder_asks_a_second_approves_and_no_value_of_the_subject_is_left(g
     assert EMAIL in _texts(database_url) and CUSTOMER in _texts(database_url)  # the searches can fail
     assert ECHO.encode() in _raw(database_url, backend)  # a plain column, as the hold's facts are
 
+    witnessed = _witness(client, keys["dpo"], mine[0]["audit_chain"]["chain_id"])  # a checkpoint kept outside
+
     asked = client.post(ERASURES, json={"subject": CUSTOMER, "reason": "DSR-2026-114"}, headers=keys["dpo"])
     assert asked.status_code == 202, asked.get_json()
     request = asked.get_json()
@@ -171,6 +174,26 @@ def test_one_holder_asks_a_second_approves_and_no_value_of_the_subject_is_left(g
     _proofs_hold(client, keys["dpo"], mine, other, seq)
     _governance_and_kept_record_verify(client, gate_env, tmp_path, mine[0], seq)
     _dry_run_says_the_erased_apart(gate_env, tmp_path)
+    _decide(client, keys["dpo"], customer_request(OTHER_CUSTOMER, OTHER_EMAIL))  # the chain grows past the witness
+    _extends(client, keys["dpo"], witnessed)
+
+
+def _witness(client, headers, chain_id: str) -> dict:
+    """The chain's signed checkpoint at its head, as a witness keeps it (`gate checkpoint save`)."""
+    answer = client.get(f"/api/decision/chains/{chain_id}/checkpoint", headers=headers)
+    assert answer.status_code == 200, answer.get_json()
+    return {"chain_id": chain_id, **answer.get_json()["checkpoint"]}
+
+
+def _extends(client, headers, witnessed: dict) -> None:
+    """After the erasure the chain still extends the checkpoint witnessed before it: an RFC 6962
+    consistency proof from its size to the head verifies against the witnessed root."""
+    from gate.chain.merkle import verify_consistency
+
+    chain_id, size = witnessed["chain_id"], witnessed["tree_size"]
+    answer = client.get(f"/api/decision/chains/{chain_id}/consistency?first={size}", headers=headers).get_json()
+    assert answer["second"] > size and answer["first_root"] == witnessed["root_hash"], answer
+    assert verify_consistency(size, answer["second"], witnessed["root_hash"], answer["second_root"], answer["proof"])
 
 
 def _proofs_hold(client, headers, mine: list[dict], other: dict, seq: int) -> None:
