@@ -3,7 +3,7 @@ core's services, with the workbench's report engines (`workbench.services.analyt
 
 It stands above both: the API imports no analytics package and takes the reports it serves
 through the `gate.services.analytics.Analytics` protocol; the workbench imports no HTTP shell.
-`gate serve` builds each worker's app here (`gate_cli.main.serve` hands `create_app` to
+`gate serve` builds each worker's app here (`gate_cli.serve_cmd.serve` hands `create_app` to
 `api.serving.GateServer`), and so do the tests and benchmarks that build an app. Without the
 workbench on the path (a server install that leaves it out) the app is the API alone: it
 decides, and answers each report 503 `REPORTS_UNAVAILABLE` (docs/errors.md).
