@@ -314,3 +314,39 @@ def resolved_blocks(decision_id: str, state: str, by: str,
     if blocks and any(b.get("block_id") == mine for b in blocks):
         return [told if b.get("block_id") == mine else dict(b) for b in blocks]
     return [{"type": "section", "text": _plain(f"Decision {decision_id}: {state} (by {by}).")}]
+
+
+def removed_blocks(removed: Mapping[str, str], blocks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+    """A Slack message's blocks once the inputs of the holds in `removed` (decision id → cause)
+    were removed (issue 67; docs/privacy.md): each such hold's section (its facts) and the block
+    after it (its buttons, or how it closed) become one line saying so, the other holds' blocks of
+    a digest kept; None when the message shows none of them (so nothing to change)."""
+    out: list[dict[str, Any]] = []
+    changed = False
+    for index, block in enumerate(blocks):
+        following = blocks[index + 1] if index + 1 < len(blocks) else None
+        mine = _hold_of(following) if block.get("type") == "section" and "block_id" not in block else None
+        if mine is not None and mine in removed:
+            out.append({"type": "section", "block_id": f"removed:{mine}"[:255],
+                        "text": _plain(f"Decision {mine}: inputs removed ({removed[mine]}).")})
+            changed = True
+        elif out and str(out[-1].get("block_id", "")).startswith("removed:") and _hold_of(block) in removed:
+            continue  # the buttons (or resolution) of a hold just replaced
+        else:
+            out.append(dict(block))
+    return out if changed else None
+
+
+def _hold_of(block: Mapping[str, Any] | None) -> str | None:
+    """The decision id of a hold's second block: its buttons (`hold:<id>`) or, once it closed, the
+    line `resolved_blocks` put there."""
+    if block is None:
+        return None
+    block_id = str(block.get("block_id", ""))
+    if block_id.startswith("hold:"):
+        return block_id[len("hold:"):]
+    elements = block.get("elements") if block.get("type") == "context" else None
+    text = elements[0].get("text", "") if isinstance(elements, list) and elements and isinstance(elements[0], dict) else ""
+    if isinstance(text, str) and text.startswith("Decision ") and ": " in text:
+        return text[len("Decision "):text.index(": ")]
+    return None
