@@ -256,6 +256,15 @@ def slack_blocks(notices: Sequence[Notice]) -> list[dict[str, Any]]:
     return blocks
 
 
+class SlackRefused(OSError):
+    """Slack answered `ok: false`; `response["error"]` is its code (as slack_sdk's errors carry
+    it), which tells a message that is gone (gate.services.notify.GONE) from a failure to retry."""
+
+    def __init__(self, method: str, error: object) -> None:
+        super().__init__(f"Slack refused {method}: {str(error)[:100]}")
+        self.response = {"error": error if isinstance(error, str) else None}
+
+
 class SlackAPI:
     """Slack's Web API methods the gate calls (`chat.postMessage`, `chat.update`), as JSON posts
     through the one outbound client; OSError (or TargetRefused) unless Slack answers 200 with `ok`."""
@@ -277,7 +286,7 @@ class SlackAPI:
             raise OSError(f"Slack's answer to {method} is not JSON") from None
         if not isinstance(document, dict) or document.get("ok") is not True:
             error = document.get("error") if isinstance(document, dict) else None
-            raise OSError(f"Slack refused {method}: {str(error)[:100]}")
+            raise SlackRefused(method, error)
         return document
 
     def chat_postMessage(self, **payload: Any) -> dict[str, Any]:
