@@ -61,8 +61,10 @@ class _Recorder(BaseHTTPRequestHandler):
         kind = self.headers.get("content-type", "")
         data = json.loads(body) if "json" in kind else {k: v[0] for k, v in parse_qs(body.decode()).items()}
         self.server.calls.append((self.path.rsplit("/", 1)[-1], data, self.headers.get("authorization")))
-        # the next answer a test queued (status, document), else Slack's acceptance
-        status, document = self.server.answers.pop(0) if self.server.answers else (
+        # the next answer a test queued (status, document; or a callable giving one, run while the
+        # caller waits), else Slack's acceptance
+        queued = self.server.answers.pop(0) if self.server.answers else None
+        status, document = (queued() if callable(queued) else queued) if queued is not None else (
             200, {"ok": True, "channel": data.get("channel"), "ts": "1700000000.000100"})
         answer = json.dumps(document).encode()
         self.send_response(status)

@@ -117,3 +117,17 @@ def test_a_gone_message_is_not_tried_again_and_a_server_error_is(gate, keys, sla
     assert _pass(gate, "slack") == 0 and len(slack_api.calls) == told + 2  # not tried again
     rows = {row["decision_id"]: row for row in _stored(gate)}
     assert NOTE not in rows[first["decision_id"]]["blocks_json"]
+
+
+def test_a_removal_while_the_update_is_on_its_way_is_sent_on_the_next_pass(gate, keys, slack_api, clock):  # noqa: F811
+    """The mark is cleared only if the blocks are still those sent: the other hold's removal,
+    filed while Slack answers the first update, leaves the message marked for the next pass."""
+    first, second = _told(gate, keys, slack_api, clock, every=120)
+    _remove(gate, first["decision_id"])
+    slack_api.answers.append(lambda: (_remove(gate, second["decision_id"]), (200, {"ok": True}))[1])
+    assert _pass(gate, "slack") == 1 and OTHER in json.dumps(slack_api.calls[-1])
+    assert {row["stale"] for row in _stored(gate)} == {1}
+    assert _pass(gate, "slack") == 1
+    sent = json.dumps(slack_api.calls[-1])
+    assert OTHER not in sent and NOTE not in sent and "hold:" not in sent
+    assert {row["stale"] for row in _stored(gate)} == {0}
