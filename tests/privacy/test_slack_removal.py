@@ -104,7 +104,7 @@ def test_a_digest_keeps_its_other_hold_s_buttons(gate, keys, slack_api, clock): 
 
 
 def test_a_gone_message_is_not_tried_again_and_a_server_error_is(gate, keys, slack_api, clock):  # noqa: F811
-    first, second = _told(gate, keys, slack_api, clock)
+    first, _second = _told(gate, keys, slack_api, clock)
     _remove(gate, first["decision_id"])
     slack_api.answers.append((500, {"ok": False}))
     told = len(slack_api.calls)
