@@ -44,11 +44,14 @@ class SlackMessages:
                 .order_by(slack_messages.c.ts)).mappings().all()
         return [{"channel": row["channel"], "ts": row["ts"], "blocks": json.loads(row["blocks_json"])} for row in rows]
 
-    def updated(self, channel: str, ts: str, blocks: Sequence[Any]) -> None:
-        """The message's blocks as now sent, for every hold it shows."""
+    def updated(self, channel: str, ts: str, blocks: Sequence[Any], before: Sequence[Any]) -> None:
+        """The message's blocks as now sent, for every hold it shows, if they are still `before`
+        (what the update was made from): blocks a removal of inputs rewrote meanwhile are kept,
+        never written back over (the Slack pass sends them)."""
         with self.ledger.write() as connection:
             connection.execute(update(slack_messages).where(
-                slack_messages.c.channel == channel, slack_messages.c.ts == ts).values(
+                slack_messages.c.channel == channel, slack_messages.c.ts == ts,
+                slack_messages.c.blocks_json == json.dumps(list(before), separators=(",", ":"))).values(
                 blocks_json=json.dumps(list(blocks), separators=(",", ":"))))
 
     def stale(self, scope: str) -> list[dict[str, Any]]:

@@ -169,7 +169,7 @@ def _update(client: Any, messages: SlackMessages, message: dict[str, Any], decis
             raise  # the server failed: retried on a later pass
         log.warning("the Slack message of %s cannot be updated (%s); left as it is", decision_id, code)
         return False
-    messages.updated(message["channel"], message["ts"], blocks)
+    messages.updated(message["channel"], message["ts"], blocks, message["blocks"])
     return True
 
 

@@ -25,6 +25,7 @@ from tests.holds.test_channels import (  # noqa: F401 - fixtures
     _held,
     _pass,
     _policy,
+    _reviewer_key,
     clock,
     grants,
     keys,
@@ -131,3 +132,16 @@ def test_a_removal_while_the_update_is_on_its_way_is_sent_on_the_next_pass(gate,
     sent = json.dumps(slack_api.calls[-1])
     assert OTHER not in sent and NOTE not in sent and "hold:" not in sent
     assert {row["stale"] for row in _stored(gate)} == {0}
+
+
+def test_a_closed_hold_s_update_never_writes_removed_facts_back(gate, keys, slack_api, clock):  # noqa: F811
+    """A closed hold's update made from the blocks before a removal filed while it is on its way
+    is not stored over the rewritten blocks; the next pass sends those."""
+    first, _second = _told(gate, keys, slack_api, clock, every=120)
+    reviewer = Holds(gate.test_client(), _reviewer_key(gate))
+    assert reviewer.resolve(first["decision_id"], "deny").status_code == 201
+    slack_api.answers.append(lambda: (_remove(gate, first["decision_id"]), (200, {"ok": True}))[1])
+    assert _pass(gate, "slack") == 1 and NOTE in json.dumps(slack_api.calls[-1])  # made before the removal
+    assert all(NOTE not in row["blocks_json"] and row["stale"] == 1 for row in _stored(gate))
+    assert _pass(gate, "slack") == 1 and NOTE not in json.dumps(slack_api.calls[-1])
+    assert "inputs removed (retention)" in json.dumps(slack_api.calls[-1])
