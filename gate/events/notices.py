@@ -256,6 +256,15 @@ def slack_blocks(notices: Sequence[Notice]) -> list[dict[str, Any]]:
     return blocks
 
 
+class SlackRefused(OSError):
+    """Slack answered `ok: false`; `response["error"]` is its code (as slack_sdk's errors carry
+    it), which tells a message that is gone (gate.services.notify.GONE) from a failure to retry."""
+
+    def __init__(self, method: str, error: object) -> None:
+        super().__init__(f"Slack refused {method}: {str(error)[:100]}")
+        self.response = {"error": error if isinstance(error, str) else None}
+
+
 class SlackAPI:
     """Slack's Web API methods the gate calls (`chat.postMessage`, `chat.update`), as JSON posts
     through the one outbound client; OSError (or TargetRefused) unless Slack answers 200 with `ok`."""
@@ -277,7 +286,7 @@ class SlackAPI:
             raise OSError(f"Slack's answer to {method} is not JSON") from None
         if not isinstance(document, dict) or document.get("ok") is not True:
             error = document.get("error") if isinstance(document, dict) else None
-            raise OSError(f"Slack refused {method}: {str(error)[:100]}")
+            raise SlackRefused(method, error)
         return document
 
     def chat_postMessage(self, **payload: Any) -> dict[str, Any]:
@@ -314,3 +323,39 @@ def resolved_blocks(decision_id: str, state: str, by: str,
     if blocks and any(b.get("block_id") == mine for b in blocks):
         return [told if b.get("block_id") == mine else dict(b) for b in blocks]
     return [{"type": "section", "text": _plain(f"Decision {decision_id}: {state} (by {by}).")}]
+
+
+def removed_blocks(removed: Mapping[str, str], blocks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+    """A Slack message's blocks once the inputs of the holds in `removed` (decision id → cause)
+    were removed (issue 67; docs/privacy.md): each such hold's section (its facts) and the block
+    after it (its buttons, or how it closed) become one line saying so, the other holds' blocks of
+    a digest kept; None when the message shows none of them (so nothing to change)."""
+    out: list[dict[str, Any]] = []
+    changed = False
+    for index, block in enumerate(blocks):
+        following = blocks[index + 1] if index + 1 < len(blocks) else None
+        mine = _hold_of(following) if block.get("type") == "section" and "block_id" not in block else None
+        if mine is not None and mine in removed:
+            out.append({"type": "section", "block_id": f"removed:{mine}"[:255],
+                        "text": _plain(f"Decision {mine}: inputs removed ({removed[mine]}).")})
+            changed = True
+        elif out and str(out[-1].get("block_id", "")).startswith("removed:") and _hold_of(block) in removed:
+            continue  # the buttons (or resolution) of a hold just replaced
+        else:
+            out.append(dict(block))
+    return out if changed else None
+
+
+def _hold_of(block: Mapping[str, Any] | None) -> str | None:
+    """The decision id of a hold's second block: its buttons (`hold:<id>`) or, once it closed, the
+    line `resolved_blocks` put there."""
+    if block is None:
+        return None
+    block_id = str(block.get("block_id", ""))
+    if block_id.startswith("hold:"):
+        return block_id[len("hold:"):]
+    elements = block.get("elements") if block.get("type") == "context" else None
+    text = elements[0].get("text", "") if isinstance(elements, list) and elements and isinstance(elements[0], dict) else ""
+    if isinstance(text, str) and text.startswith("Decision ") and ": " in text:
+        return text[len("Decision "):text.index(": ")]
+    return None

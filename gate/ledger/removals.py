@@ -6,8 +6,10 @@ A removal (`remove`) rewrites, for each decision of the scope not removed before
 request to `gate.privacy.removal.removed_request`, the stored record to its remainder, the hold's
 facts and request summary (and the two plain columns the Inbox searches) to nothing, every
 `decision.created` event in the outbox that copied the record to the event with its remainder,
-and the excerpt of every webhook delivery attempt of an event about those decisions (the
-receiver's answer may echo what it was sent) to nothing; and it files one `decision_removals` row. Nothing else is touched: the decisions row's hashes and
+the excerpt of every webhook delivery attempt of an event about those decisions (the
+receiver's answer may echo what it was sent) to nothing, and the stored blocks of every Slack
+message that shows one of those holds to a line saying its inputs were removed (marked `stale`:
+the notifier's Slack pass sends them); and it files one `decision_removals` row. Nothing else is touched: the decisions row's hashes and
 seal, the chain links, the Merkle nodes, the checkpoints, the hold chain and the receipts stay as
 signed. The outbox's counted bytes (`event_retention.bytes`) are lowered by what the rewrite saved.
 """
@@ -22,6 +24,7 @@ from sqlalchemy import and_, func, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from gate.events.cloudevent import full_type
+from gate.events.notices import removed_blocks
 from gate.ledger.store import Ledger
 from gate.ledger.tables import (
     decision_removals,
@@ -29,6 +32,7 @@ from gate.ledger.tables import (
     event_outbox,
     event_retention,
     holds,
+    slack_messages,
     webhook_attempts,
 )
 from gate.privacy.removal import Cause, event_remainder, remainder, removed_request
@@ -77,10 +81,27 @@ def remove(ledger: Ledger, scope: str, decision_ids: Sequence[str], cause: Cause
             connection.execute(update(webhook_attempts).where(
                 webhook_attempts.c.scope == scope, webhook_attempts.c.seq.in_(about[chunk:chunk + 500]))
                 .values(excerpt=""))
+        _rewrite_slack(connection, scope, ids, cause)
         connection.execute(decision_removals.insert(), [
             {"decision_id": row["decision_id"], "scope": scope, "created_at": row["created_at"],
              "cause": cause.cause, "cause_ref": cause.ref, "removed_at": cause.removed_at} for row in rows])
         return ids
+
+
+def _rewrite_slack(connection: Connection, scope: str, ids: Sequence[str], cause: Cause) -> None:
+    """Every Slack message that shows one of `ids` has their blocks replaced by a line saying
+    their inputs were removed (a digest keeps its other holds' blocks) and is marked `stale`, for
+    the notifier's Slack pass to send (gate.services.notify)."""
+    shown = connection.execute(select(slack_messages.c.channel, slack_messages.c.ts).distinct().where(
+        slack_messages.c.scope == scope, slack_messages.c.decision_id.in_(list(ids)))).all()
+    removed = dict.fromkeys(ids, cause.cause)
+    for channel, ts in shown:
+        where = and_(slack_messages.c.channel == channel, slack_messages.c.ts == ts)
+        text = connection.execute(select(slack_messages.c.blocks_json).where(where).limit(1)).scalar()
+        blocks = removed_blocks(removed, json.loads(text)) if text is not None else None
+        if blocks is not None:
+            connection.execute(update(slack_messages).where(where).values(
+                blocks_json=json.dumps(blocks, separators=(",", ":")), stale=1))
 
 
 def _rewrite_events(connection: Connection, scope: str, ids: Iterable[str], since: str, cause: Cause) -> list[int]:

@@ -1,7 +1,8 @@
 """Ledger reads and writes of the Slack messages that told queues of holds (table
 `slack_messages`, migration 0017): one row per hold shown with buttons, the rows of a digest
 sharing one message (`channel`, `ts`) and its blocks as last sent; a hold moved to another queue
-has a row for each queue's message."""
+has a row for each queue's message. A removal of inputs rewrites the blocks and marks them `stale`
+(migration 0025) until the notifier's Slack pass sends them."""
 
 from __future__ import annotations
 
@@ -43,9 +44,31 @@ class SlackMessages:
                 .order_by(slack_messages.c.ts)).mappings().all()
         return [{"channel": row["channel"], "ts": row["ts"], "blocks": json.loads(row["blocks_json"])} for row in rows]
 
-    def updated(self, channel: str, ts: str, blocks: Sequence[Any]) -> None:
-        """The message's blocks as now sent, for every hold it shows."""
+    def updated(self, channel: str, ts: str, blocks: Sequence[Any], before: Sequence[Any]) -> None:
+        """The message's blocks as now sent, for every hold it shows, if they are still `before`
+        (what the update was made from): blocks a removal of inputs rewrote meanwhile are kept,
+        never written back over (the Slack pass sends them)."""
         with self.ledger.write() as connection:
             connection.execute(update(slack_messages).where(
-                slack_messages.c.channel == channel, slack_messages.c.ts == ts).values(
+                slack_messages.c.channel == channel, slack_messages.c.ts == ts,
+                slack_messages.c.blocks_json == json.dumps(list(before), separators=(",", ":"))).values(
                 blocks_json=json.dumps(list(blocks), separators=(",", ":"))))
+
+    def stale(self, scope: str) -> list[dict[str, Any]]:
+        """The scope's messages whose stored blocks a removal of inputs rewrote and Slack has not
+        been sent yet (gate.ledger.removals): channel, ts, blocks and their stored text."""
+        with self.ledger.read() as connection:
+            rows = connection.execute(select(slack_messages.c.channel, slack_messages.c.ts,
+                                             slack_messages.c.blocks_json).distinct().where(
+                slack_messages.c.scope == scope, slack_messages.c.stale == 1)
+                .order_by(slack_messages.c.ts)).mappings().all()
+        return [{"channel": row["channel"], "ts": row["ts"], "blocks": json.loads(row["blocks_json"]),
+                 "text": row["blocks_json"]} for row in rows]
+
+    def sent_again(self, channel: str, ts: str, text: str) -> None:
+        """The message's blocks `text` are what Slack shows (or it is gone): not stale any more,
+        unless a later removal rewrote them since."""
+        with self.ledger.write() as connection:
+            connection.execute(update(slack_messages).where(
+                slack_messages.c.channel == channel, slack_messages.c.ts == ts,
+                slack_messages.c.blocks_json == text).values(stale=0))

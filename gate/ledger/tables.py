@@ -532,7 +532,7 @@ hold_events = Table(
 # The Slack message that told a queue of a hold (docs/integrations.md, "Reviewers' channels"):
 # where it is (`channel`, `ts`) and its blocks as last sent, so the dispatcher replaces the hold's
 # buttons by its resolution once it closes anywhere (a digest's rows share one message; a hold
-# moved to another queue has a message in each).
+# moved to another queue has a message in each). A removal of a hold's inputs rewrites them.
 slack_messages = Table(
     "slack_messages",
     metadata,
@@ -541,6 +541,9 @@ slack_messages = Table(
     Column("channel", String(40), primary_key=True),
     Column("ts", String(40), primary_key=True),
     Column("blocks_json", Text, nullable=False),
+    # 1 when the blocks were rewritten by a removal of inputs and Slack still shows the old ones
+    # (migration 0025): the notifier's Slack pass sends them and clears it.
+    Column("stale", Integer, nullable=False, server_default="0"),
     Index("ix_slack_messages_message", "channel", "ts"),
 )
 

@@ -9,6 +9,10 @@ its own and tells the queue's channels of every `hold.opened` event, never on th
 * A hold closed anywhere (`hold.resolved`, `hold.expired`): its Slack message, kept in
   `slack_messages` when posted, has the hold's buttons replaced by the resolution (`chat.update`;
   a digest keeps the other holds' buttons), in the same pass, never on the resolving path.
+* A hold whose inputs were removed (retention or erasure, gate.ledger.removals): its message's
+  stored blocks were rewritten in the removal's transaction (the hold's facts and buttons become
+  one line saying so; a digest keeps the other holds') and marked stale; the next pass sends them
+  (`chat.update`) and clears the mark; a message Slack says is gone (`GONE`) is not tried again.
 * A hold escalated or reassigned to another queue: that queue's channels are told of it at once
   (whatever its digest), as of a hold opened there.
 * At once: a hold of a queue with `every_seconds` 0, or of priority `high` or `urgent`, is sent
@@ -73,6 +77,7 @@ MOVED = (TYPE_PREFIX + "hold.escalated", TYPE_PREFIX + "hold.reassigned")
 CLOSED = (TYPE_PREFIX + "hold.resolved", TYPE_PREFIX + "hold.expired")
 GONE = ("message_not_found", "cant_update_message", "channel_not_found", "is_archived", "not_in_channel",
         "edit_window_closed")  # Slack's answers that no retry changes: the message stays as it was
+REMOVED_TEXT = "A hold's inputs were removed."  # the notification text of such an update (no values)
 Sender = Callable[[Queue, Sequence[Notice]], None]
 
 
@@ -90,9 +95,13 @@ class Channel:
     message of a hold that closed."""
 
     def __init__(self, name: str, endpoint: str, wants: Callable[[Notify], bool], send: Sender,
-                 closed: Callable[[str, str], bool] | None = None) -> None:
+                 closed: Callable[[str, str], bool] | None = None,
+                 stale: Callable[[str], list[dict[str, Any]]] | None = None,
+                 resend: Callable[[dict[str, Any]], bool] | None = None) -> None:
         self.name, self.endpoint, self.wants, self.send = name, endpoint, wants, send
         self.closed = closed  # (scope, decision_id) → whether a message was updated to say it closed
+        # scope → its messages whose inputs were removed since sent; one such → whether it was sent
+        self.stale, self.resend = stale, resend
 
 
 def email_channel(url: str, sender: str, outbound: Outbound | None = None) -> Channel:
@@ -125,7 +134,23 @@ def slack_channel(token: str, api_url: str, ledger: Ledger, outbound: Outbound |
             told = _update(client, messages, message, decision_id, row["state"], row["resolved_by"] or "?") or told
         return told
 
-    return Channel("slack", api_url, lambda notify: notify.slack_channel is not None, send, closed)
+    def resend(message: dict[str, Any]) -> bool:
+        """`chat.update` of a message whose stored blocks a removal of inputs rewrote."""
+        try:
+            client.chat_update(channel=message["channel"], ts=message["ts"], text=REMOVED_TEXT,
+                               blocks=message["blocks"])
+        except Exception as error:
+            code = getattr(getattr(error, "response", None), "get", lambda _: None)("error")
+            if code not in GONE:
+                raise  # the server failed: retried on a later pass
+            log.warning("a Slack message whose holds' inputs were removed cannot be updated (%s)", code)
+            messages.sent_again(message["channel"], message["ts"], message["text"])
+            return False
+        messages.sent_again(message["channel"], message["ts"], message["text"])
+        return True
+
+    return Channel("slack", api_url, lambda notify: notify.slack_channel is not None, send, closed,
+                   messages.stale, resend)
 
 
 def _update(client: Any, messages: SlackMessages, message: dict[str, Any], decision_id: str, state: str,
@@ -144,7 +169,7 @@ def _update(client: Any, messages: SlackMessages, message: dict[str, Any], decis
             raise  # the server failed: retried on a later pass
         log.warning("the Slack message of %s cannot be updated (%s); left as it is", decision_id, code)
         return False
-    messages.updated(message["channel"], message["ts"], blocks)
+    messages.updated(message["channel"], message["ts"], blocks, message["blocks"])
     return True
 
 
@@ -180,20 +205,31 @@ class Notifier:
             if not self.breakers.allows(channel.endpoint):
                 break  # the server failed again and again: its notices wait in the outbox
             queues = self._due(channel, scope)
-            if not queues:
+            stale = channel.stale(scope) if channel.stale is not None else []
+            if not queues and not stale:
                 continue
             now = int((self.clock.now() - _EPOCH).total_seconds())
             lease = f"notify-lease.{channel.name}"
             if not self.outbox.claim_stream(lease, scope, now, now + LEASE_SECONDS):
                 continue
             try:
-                sent += self._scope(channel, scope, queues)
+                sent += self._resend(channel, stale)
+                sent += self._scope(channel, scope, queues) if queues else 0
             except Exception as error:  # noqa: BLE001 - any failure of the server: retried on a later pass
                 self.breakers.record(channel.endpoint, False, None, None)
                 log.warning("%s notice for scope %r not sent (%s: %s); it is tried again", channel.name, scope,
                             type(error).__name__, str(error)[:200])
             finally:
                 self.outbox.release_stream(lease, scope, now + LEASE_SECONDS)
+        return sent
+
+    def _resend(self, channel: Channel, stale: Sequence[dict[str, Any]]) -> int:
+        """Under the lease: each message whose holds' inputs were removed is sent as now stored."""
+        sent = 0
+        for message in stale:
+            if channel.resend is not None and channel.resend(message):
+                self.breakers.record(channel.endpoint, True, None, None)
+                sent += 1
         return sent
 
     def _due(self, channel: Channel, scope: str) -> dict[str, Queue]:

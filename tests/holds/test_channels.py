@@ -61,8 +61,13 @@ class _Recorder(BaseHTTPRequestHandler):
         kind = self.headers.get("content-type", "")
         data = json.loads(body) if "json" in kind else {k: v[0] for k, v in parse_qs(body.decode()).items()}
         self.server.calls.append((self.path.rsplit("/", 1)[-1], data, self.headers.get("authorization")))
-        answer = json.dumps({"ok": True, "channel": data.get("channel"), "ts": "1700000000.000100"}).encode()
-        self.send_response(200)
+        # the next answer a test queued (status, document; or a callable giving one, run while the
+        # caller waits), else Slack's acceptance
+        queued = self.server.answers.pop(0) if self.server.answers else None
+        status, document = (queued() if callable(queued) else queued) if queued is not None else (
+            200, {"ok": True, "channel": data.get("channel"), "ts": "1700000000.000100"})
+        answer = json.dumps(document).encode()
+        self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(answer)))
         self.end_headers()
@@ -75,7 +80,7 @@ class _Recorder(BaseHTTPRequestHandler):
 @pytest.fixture
 def slack_api():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    server.calls = []
+    server.calls, server.answers = [], []
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     server.url = f"http://127.0.0.1:{server.server_address[1]}/api/"
