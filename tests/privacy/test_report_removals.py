@@ -98,6 +98,13 @@ def test_reports_state_the_removed_decisions_of_their_window_by_cause(make_app, 
     other = issue_key("tenant_b")["api_key"]
     _seeded(client, other, sample_request)
     assert _report(client, other, "anomalies")["inputs_removed"] == {"count": 0, "by": {}}
+    # nor does a cross-scope read (benchmarks) count its cohort's
+    from workbench.dataset.load import from_ledger
+
+    ledger = app.extensions["gate"].ledger
+    assert from_ledger(ledger, "tenant_b", POLICY, limit=10, cohort_scopes=["tenant_a"]).removed == {}
+    assert from_ledger(ledger, "tenant_a", POLICY, limit=10, cohort_scopes=["tenant_b"]).removed == \
+        {"erasure": 1, "retention": 1}
 
     # `gate report` over the same ledger: the same sealed report, and a line of its text
     done = _gate(["report", "effectiveness", "--policy", POLICY, "--scope", "tenant_a", "--json"], gate_env)
