@@ -48,7 +48,17 @@ def _header(title: str, report: Mapping[str, Any], source: str) -> list[str]:
     params = "  ".join(f"{k}={_param(k, v)}" for k, v in report["parameters"].items() if k != "policy_version")
     return [f"{title} of policy {report['policy_id']} ({version}) from the {source}" if source == "live ledger"
             else f"{title} of policy {report['policy_id']} ({version}) from dataset {source}",
-            *_trust(report.get("source")), f"  {params}", ""]
+            *_trust(report.get("source")), *_removed(report.get("inputs_removed")), f"  {params}", ""]
+
+
+def _removed(removed: Any) -> list[str]:
+    """A ledger report's `inputs_removed`: how many decisions of its window had their inputs
+    removed, by what; their verdicts and outcomes still count, their facts are not read."""
+    if not isinstance(removed, Mapping):
+        return []
+    by = ", ".join(f"{cause} {count}" for cause, count in sorted(removed.get("by", {}).items()))
+    return [f"  inputs removed: {removed.get('count', 0)} decisions" + (f" ({by})" if by else "")
+            + "; counted by verdict and outcome as any decision (never as changed), their facts not read"]
 
 
 def _trust(source: Any) -> list[str]:
@@ -161,5 +171,5 @@ def render(kind: str, report: Mapping[str, Any], *, source: str) -> str:
 
 def _members(report: Mapping[str, Any], envelope: set[str]) -> list[str]:
     """A kind without its own lines: each member of its body, its value as JSON."""
-    shown = envelope | {"policy_id", "policy_version", "parameters", "source"}
+    shown = envelope | {"policy_id", "policy_version", "parameters", "source", "inputs_removed"}
     return [f"{name}: {json.dumps(value, sort_keys=True)}" for name, value in report.items() if name not in shown]

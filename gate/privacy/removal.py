@@ -20,16 +20,18 @@ cannot prove is the body: a caller who kept the signed record proves it against 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from gate.protocol.canonical import canonical_text, sha256_hex
 from gate.protocol.records import receipt_hash_preimage
 
-__all__ = ["CAUSES", "ERASURE", "KEPT_MEMBERS", "MARKER", "REMOVED_CODE", "RETENTION", "Cause", "RemovedJSON",
-           "event_remainder", "marker", "remainder", "remainder_receipt_hash", "removed", "removed_request",
-           "summary"]
+__all__ = ["CAUSES", "ERASURE", "KEPT_MEMBERS", "MARKER", "REMOVED_CODE", "RETENTION", "Cause", "InputsRemoved",
+           "RemovedJSON", "event_remainder", "inputs_removed", "marker", "remainder", "remainder_receipt_hash",
+           "removal_causes", "removed", "removed_request", "summary"]
 
 MARKER = "inputs_removed"
 RETENTION, ERASURE = "retention", "erasure"
@@ -56,6 +58,35 @@ class RemovedJSON(TypedDict):
     removed_at: str
     action_binding_hash: str
     evidence_manifest_hash: str
+
+
+class InputsRemoved(TypedDict):
+    """How many decisions of a range had their inputs removed, per cause: the one shape the
+    dry-run (`workbench.migration.summary`) and the policy reports (`workbench.reports.policy`)
+    state, never counted as changed."""
+
+    count: int
+    by: dict[str, int]
+
+
+def inputs_removed(causes: Mapping[str, int]) -> InputsRemoved:
+    """`InputsRemoved` of per-cause counts (causes in order, none with zero)."""
+    by = {cause: int(number) for cause, number in sorted(causes.items()) if number}
+    return {"count": sum(by.values()), "by": by}
+
+
+def removal_causes(rows: Iterable[Mapping[str, Any]]) -> Counter[str]:
+    """The causes of the ledger rows (`gate.ledger.stream.DECISION_ROW_COLUMNS`) whose stored
+    record is a remainder: the removal rewrites the record in the transaction that files its
+    `decision_removals` row, so the rows read say it exactly for the decisions read."""
+    causes: Counter[str] = Counter()
+    for row in rows:
+        text = row["record_json"]
+        if MARKER in text:  # cheap first: a whole record parses only when the word appears in it
+            found = removed(json.loads(text))
+            if found is not None:
+                causes[str(found.get("cause"))] += 1
+    return causes
 
 
 @dataclass(frozen=True, slots=True)

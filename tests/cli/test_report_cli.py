@@ -56,7 +56,9 @@ def test_report_json_is_the_api_report_from_ledger_and_dataset(seeded, tmp_path)
     manifest = json.loads((tmp_path / "ds" / "manifest.json").read_text())
     assert from_dataset["source"] == {"kind": "dataset", "dataset_hash": manifest["dataset_hash"], "key_id": None,
                                       "trust": "unsigned", "synthetic": False}
-    same = ("source", "effectiveness_hash")
+    # A ledger report states its window's removed inputs by cause; a dataset's rows carry no cause.
+    assert report["inputs_removed"] == {"count": 0, "by": {}} and "inputs_removed" not in from_dataset
+    same = ("source", "inputs_removed", "effectiveness_hash")
     assert {k: v for k, v in from_dataset.items() if k not in same} == \
         {k: v for k, v in report.items() if k not in same}
     from gate.protocol.report_envelopes import verify

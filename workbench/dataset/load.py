@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from gate.keys.anchors import TrustAnchors
+from gate.privacy.removal import removal_causes
 from workbench.dataset import iceberg, integrity
 from workbench.dataset import location as dataset
 from workbench.dataset.convert import decisions_table, frame_of, holds_table, receipts_table
@@ -72,6 +73,11 @@ class Frames:
     # were read at (a dataset's cut, the ledger's read), from which open holds' ages are counted.
     holds: pl.LazyFrame | None = None
     as_of: datetime | None = None
+    # Of the ledger's decisions of the report's scope in `decisions`, how many had their inputs
+    # removed, per cause (`gate.privacy.removal.removal_causes` of the rows read), which each report
+    # states (and so seals) as `inputs_removed`. None where the source cannot say by what: a
+    # dataset's rows carry no cause (docs/dataset.md, "Removed inputs"), and the holds' frames.
+    removed: Mapping[str, int] | None = None
 
     @property
     def facts(self) -> pl.LazyFrame | None:
@@ -356,4 +362,5 @@ def from_ledger(ledger: Ledger, scope: str, policy_id: str, *, policy_version: s
                             policy_version=policy_version)
     outcomes = receipts_of(ledger, "outcome", rows)
     decisions = conform(frame_of(decisions_table(rows)), "decisions")
-    return Frames(decisions, conform(frame_of(receipts_table(outcomes)), "outcomes"))
+    removed = removal_causes(row for row in rows if row["scope"] == scope)
+    return Frames(decisions, conform(frame_of(receipts_table(outcomes)), "outcomes"), removed=dict(removed))

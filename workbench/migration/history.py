@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,7 +29,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gate.privacy.removal import MARKER, removed
+from gate.privacy.removal import removal_causes
 from gate.protocol.canonical import sha256_bytes_hex, sha256_hex
 from workbench.dataset import iceberg
 from workbench.dataset.convert import decisions_table, frame_of, holds_table, receipts_table
@@ -423,19 +423,6 @@ def from_ledger(ledger: Ledger, rulebook_id: str, scope: str | None = None,
     return History(rulebook_id, scope, decisions.lazy(), replay_base(decisions.lazy(), facts.lazy(), True),
                    outcomes.lazy(), source, summarize_decisions(decisions.lazy()).collect(), holds,
                    dict(sorted(removed.items())))
-
-
-def removal_causes(rows: Iterable[Mapping[str, Any]]) -> Counter[str]:
-    """The causes of the rows whose stored record is a remainder (its inputs removed): never
-    replayable, and said apart by the dry-run (`inputs_removed`), never counted as changed."""
-    causes: Counter[str] = Counter()
-    for row in rows:
-        text = row["record_json"]
-        if MARKER in text:  # cheap first: a whole record parses only when the word appears in it
-            found = removed(json.loads(text))
-            if found is not None:
-                causes[str(found.get("cause"))] += 1
-    return causes
 
 
 def _ledger_holds(ledger: Ledger, rulebook_id: str, scope: str | None, batch_size: int) -> pl.LazyFrame:

@@ -17,6 +17,7 @@ from typing import TypedDict, cast
 
 import polars as pl
 
+from gate.privacy.removal import InputsRemoved, inputs_removed
 from gate.vocabulary import VERDICTS
 from workbench.engines import rulebook_polars as rp
 from workbench.migration.baseline import HISTORY, Baseline
@@ -82,13 +83,6 @@ class HistoryVersion(TypedDict):
 class Unreplayable(TypedDict):
     count: int
     by_verdict: dict[str, int]
-
-
-class InputsRemoved(TypedDict):
-    """Decisions of the history whose inputs were removed (among the unreplayable), per cause."""
-
-    count: int
-    by: dict[str, int]
 
 
 class Flips(TypedDict):
@@ -377,5 +371,5 @@ def summarize(history: History, draft: Draft, computed: Computed, cost: CostMode
         impact=_impact(replayed, computed, cost or CostModel()),
         baseline=(baseline if baseline is not None else HISTORY).copy(),
         notes=list(NOTES),
-        inputs_removed={"count": sum(history.removed.values()), "by": dict(history.removed)},
+        inputs_removed=inputs_removed(history.removed),
     )

@@ -21,6 +21,7 @@ from typing import Any, NotRequired, TypedDict, cast
 
 import polars as pl
 
+from gate.privacy.removal import InputsRemoved, inputs_removed
 from gate.protocol.report_envelopes import seal
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from gate.reports.params import ParamValue
@@ -82,6 +83,7 @@ class EffectivenessReport(EffectivenessBody):
     parameters: dict[str, ParamValue]
     health: NotRequired[Health]
     source: NotRequired[DatasetTrust]  # a report read from a dataset names it
+    inputs_removed: NotRequired[InputsRemoved]  # a report over the ledger: `_removed`
     effectiveness_hash: str
 
 
@@ -91,6 +93,7 @@ class AnomalyReport(AnomalyBody):
     policy_version: str | None
     parameters: dict[str, ParamValue]
     source: NotRequired[DatasetTrust]  # a report read from a dataset names it
+    inputs_removed: NotRequired[InputsRemoved]  # a report over the ledger: `_removed`
     anomaly_hash: str
 
 
@@ -100,6 +103,7 @@ class BenchmarkReport(BenchmarkBody):
     policy_version: str | None
     parameters: dict[str, ParamValue]
     source: NotRequired[DatasetTrust]  # a report read from a dataset names it
+    inputs_removed: NotRequired[InputsRemoved]  # a report over the ledger: `_removed`
     benchmark_hash: str
 
 
@@ -108,6 +112,7 @@ class ConfidenceReport(ConfidenceBody):
     policy_version: str | None
     parameters: dict[str, ParamValue]
     source: NotRequired[DatasetTrust]  # a report read from a dataset names it
+    inputs_removed: NotRequired[InputsRemoved]  # a report over the ledger: `_removed`
     confidence_hash: str
 
 
@@ -146,7 +151,8 @@ def sealed_report(kind: str, policy_id: str, params: ReportParams, body: Mapping
     body, and the dataset it was read from (if any), sealed by its hash member."""
     entry = REPORTS[kind]
     return seal(entry.envelope_spec, {"policy_id": policy_id, "policy_version": params.policy_version,
-                                      "parameters": entry.parameters(params), **body, **_source(frames)})
+                                      "parameters": entry.parameters(params), **body, **_source(frames),
+                                      **_removed(frames)})
 
 
 def _source(frames: Frames | None) -> dict[str, DatasetTrust]:
@@ -154,6 +160,16 @@ def _source(frames: Frames | None) -> dict[str, DatasetTrust]:
     and signing key), so its hash binds to that signed manifest; a ledger report has no member."""
     source = None if frames is None else frames.source
     return {"source": source.copy()} if source else {}
+
+
+def _removed(frames: Frames | None) -> dict[str, InputsRemoved]:
+    """A report over the ledger states how many decisions of its scope in its window had their
+    inputs removed, per cause (`inputs_removed`, sealed with it; `{"count": 0, "by": {}}` when none).
+    They keep their verdict and outcomes, so every figure counts them as any decision; only the
+    facts are gone, so the anomaly report's fact shifts read none of theirs (this count is how many
+    rows lacked them). A dataset's rows carry no cause: its reports have no member (docs/privacy.md, §5)."""
+    removed = None if frames is None else frames.removed
+    return {"inputs_removed": inputs_removed(removed)} if removed is not None else {}
 
 
 def _merged(merge: Merge, kind: str, frames: Frames, compute: Callable[[], Mapping[str, pl.DataFrame]],
@@ -282,7 +298,8 @@ def confidence_report(frames: Frames, policy_id: str, params: ReportParams) -> C
             min_sample=params.min_sample)
     return cast(ConfidenceReport, seal("confidence", {
         "policy_id": policy_id, "policy_version": body["based_on"]["policy_version"],
-        "parameters": REPORTS["confidence"].parameters(params), **body, **_source(frames)}))
+        "parameters": REPORTS["confidence"].parameters(params), **body, **_source(frames),
+        **_removed(frames)}))
 
 
 def packet_intelligence(frames: Frames, record: Mapping[str, Any]) -> PacketIntelligence:
