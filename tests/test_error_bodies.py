@@ -255,7 +255,21 @@ CASES.update({
         "x-api-key": c.issue_key(scope="privacy", permissions="decide,admin")["api_key"]}),
     "SUBJECT_EXPORT_INVALID": lambda c: c.client.post("/api/subjects/exports", json={"subject": ""}, headers={
         "x-api-key": c.issue_key(scope="privacy", permissions="decide,admin")["api_key"]}),
+    # A subject's erasure (tests/privacy/test_erasure.py): a malformed body; a subject no decision names.
+    "SUBJECT_ERASURE_INVALID": lambda c: c.client.post("/api/subjects/erasures", json={"subject": ""}, headers={
+        "x-api-key": c.issue_key(scope="privacy", permissions="decide,admin", holder="service:dpo")["api_key"]}),
+    "SUBJECT_NOT_FOUND": lambda c: _unknown_subject(c),
 })
+
+
+def _unknown_subject(c):
+    """An erasure asked in a scope whose data map names the subject key, of a subject no decision holds."""
+    from tests.privacy.support import privacy
+
+    headers = {"x-api-key": c.issue_key(scope="erasures", permissions="decide,admin",
+                                        holder="service:dpo")["api_key"]}
+    assert c.client.put("/api/privacy", json=privacy(), headers=headers).status_code == 200
+    return c.client.post("/api/subjects/erasures", json={"subject": "cus_nobody"}, headers=headers)
 
 
 def _hold_policy_approval(c, body, permissions="approve"):
