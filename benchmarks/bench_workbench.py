@@ -125,7 +125,7 @@ def main() -> int:
         authoring.compute_sweep(authoring.sweep_request())), rows, 2.0)
     # The reference store keeps no figure cache: each rule's record read from the rows every time.
     timed("authoring: rule history (each rule's record, uncached)",
-          lambda: reference_store.rule_history("demo", "refund_approval"), rows, 1.0)
+          lambda: reference_store.migration.rule_history("demo", "refund_approval"), rows, 1.0)
     migration = MigrationState(store, authoring, home / "exports", Rights.operator("bench"), scope="demo",
                                rulebook_id="refund_approval")
     timed("migration: full-history dry-run + exact diff", migration.run, rows, 5.0)

@@ -7,10 +7,11 @@ the composition root (`workbench.services.root`), the exact analysis of `gate.ru
 and the `gate` services (records, receipts, chain proofs, verification, promotion). It chooses
 inputs (scope, policy, dataset) and caches results of expensive reads, nothing else.
 
-What each page reads is a part of its own (`workbench.app.stores`: the Overview's figures, the
-Decisions page's reads, the Migration page's runs, the Inbox's held actions), given this store;
-the store keeps what they share (the services, the dataset's trust, the frame and figure caches)
-and answers each part's methods as its own, so a page state holds one store.
+What each page reads is a part of its own (`workbench.app.stores`: the Overview's figures
+`overview`, the Decisions page's reads `decisions`, the Migration page's runs `migration`, the
+Inbox's held actions `desk`), given this store; the store keeps what they share (the services, the
+dataset's trust, the frame and figure caches) and a page state calls its part through it
+(`store.overview.reports(...)`).
 
 Reads are scoped: every method takes the scope it reads, and the session only passes scopes
 its user was granted (`workbench.app.access`).
@@ -28,8 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
-import polars as pl
-
 from gate import principals
 from gate.clock import Clock, SystemClock
 from gate.errors import GateError, RulebookInvalid, Signal
@@ -39,10 +38,8 @@ from gate.principals import Permission, Permissions, Principal
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.evaluation import Check
 from gate.rulebook import RulebookDocument, checked_rulebook, get_evaluator
-from gate.rulebook.analysis import DiffReportJSON
 from gate.rulebook.shapes import JsonValue
 from gate.services.events import SubscriptionView
-from gate.services.holds import HoldStep
 from workbench.app.jsonpos import locate, position_of
 from workbench.app.stores.decisions import DecisionReads, StoredEvaluation
 from workbench.app.stores.holds import HoldDesk
@@ -57,12 +54,6 @@ from workbench.dataset.manifest import NewRows
 from workbench.dataset.recent import recent_frames
 from workbench.dataset.schema import DECISION_ANALYSIS_COLUMNS
 from workbench.dataset.trust import DatasetTrust, Trust, Untrusted, reader_trust
-from workbench.migration.run import DryRun
-from workbench.migration.sweep import FieldSpread, Sweep
-from workbench.reports.holds import HoldReport
-from workbench.reports.policy import PolicyReports
-from workbench.reports.rules import RuleHistory
-from workbench.services.impact import LiveSummary
 from workbench.services.root import compose
 
 DRAFT_PATH = "draft"
@@ -361,68 +352,6 @@ class WorkbenchStore:
                     self._figures.popitem(last=False)
         return copy.deepcopy(found) if isinstance(found, dict) else found
 
-    # ------------------------------------------------------------------ the Overview (workbench.app.stores.overview)
-
-    def reports(self, scope: str, policy_id: str, *, limit: int = 1000) -> dict[str, Mapping[str, Any]]:
-        return self.overview.reports(scope, policy_id, limit=limit)
-
-    def policy_reports(self, scope: str, policy_id: str, *, limit: int = 1000) -> PolicyReports:
-        return self.overview.policy_reports(scope, policy_id, limit=limit)
-
-    def hold_report(self, scope: str, policy_id: str) -> HoldReport:
-        return self.overview.hold_report(scope, policy_id)
-
-    def every_anomaly(self, scope: str, policy_id: str, *, limit: int = 1000) -> list[Any]:
-        return self.overview.every_anomaly(scope, policy_id, limit=limit)
-
-    def monthly_series(self, scope: str, policy_id: str) -> pl.DataFrame:
-        return self.overview.monthly_series(scope, policy_id)
-
-    def version_changes(self, scope: str, policy_id: str) -> pl.DataFrame:
-        return self.overview.version_changes(scope, policy_id)
-
-    # ------------------------------------------------------------------ decisions (workbench.app.stores.decisions)
-
-    def decision_page(self, scope: str, *, policy_id: str | None = None, verdict: str | None = None,
-                      rule: str | None = None, id_prefix: str | None = None, offset: int = 0,
-                      limit: int = 25) -> tuple[pl.DataFrame, int]:
-        return self.decisions.decision_page(scope, policy_id=policy_id, verdict=verdict, rule=rule,
-                                            id_prefix=id_prefix, offset=offset, limit=limit)
-
-    def decision_detail(self, scope: str, decision_id: str) -> dict[str, Any] | None:
-        return self.decisions.decision_detail(scope, decision_id)
-
-    def verify(self, scope: str, decision_id: str) -> dict[str, Any] | None:
-        return self.decisions.verify(scope, decision_id)
-
-    def stored_evaluation(self, scope: str, decision_id: str) -> StoredEvaluation | None:
-        return self.decisions.stored_evaluation(scope, decision_id)
-
-    # ------------------------------------------------------------------ migrations (workbench.app.stores.migration)
-
-    def dry_run(self, scope: str, rulebook_id: str, draft: RulebookDocument, *, on_cluster: bool = True,
-                against: str = CURRENT) -> DryRun:
-        return self.migration.dry_run(scope, rulebook_id, draft, on_cluster=on_cluster, against=against)
-
-    def impact_summary(self, scope: str, rulebook_id: str, draft: RulebookDocument) -> LiveSummary:
-        return self.migration.impact_summary(scope, rulebook_id, draft)
-
-    def sweep(self, scope: str, rulebook_id: str, draft: RulebookDocument, leaf: tuple[str, str, int],
-              thresholds: list[float]) -> Sweep:
-        return self.migration.sweep(scope, rulebook_id, draft, leaf, thresholds)
-
-    def field_spread(self, scope: str, rulebook_id: str, field: str) -> FieldSpread:
-        return self.migration.field_spread(scope, rulebook_id, field)
-
-    def rule_history(self, scope: str, policy_id: str) -> list[RuleHistory]:
-        return self.migration.rule_history(scope, policy_id)
-
-    def semantic_diff(self, scope: str, rulebook_id: str, draft: RulebookDocument) -> DiffReportJSON | None:
-        return self.migration.semantic_diff(scope, rulebook_id, draft)
-
-    def export_migration(self, run: DryRun, out: Path) -> dict[str, str]:
-        return self.migration.export_migration(run, out)
-
     # ------------------------------------------------------------------ promotion
 
     def promote(self, scope: str, draft: RulebookDocument, permissions: Permissions) -> dict[str, Any]:
@@ -469,27 +398,6 @@ class WorkbenchStore:
                                   status: str) -> SubscriptionView:
         require(permissions, "admin")
         return self.events.set_status(scope, subscription_id, status)
-
-    # ------------------------------------------------------------------ held actions (workbench.app.stores.holds)
-
-    def hold_page(self, scope: str, *, state: str = "open", queue: str | None = None, offset: int = 0,
-                  limit: int = 25, filters: Mapping[str, str | None] | None = None,
-                  reader: str | None = None) -> dict[str, Any]:
-        return self.desk.hold_page(scope, state=state, queue=queue, offset=offset, limit=limit, filters=filters,
-                                   reader=reader)
-
-    def hold_version(self, scope: str) -> tuple[int, int]:
-        return self.desk.hold_version(scope)
-
-    def hold_detail(self, scope: str, decision_id: str, *, similar: bool = True) -> dict[str, Any] | None:
-        return self.desk.hold_detail(scope, decision_id, similar=similar)
-
-    def similar_holds(self, scope: str, decision_id: str) -> list[dict[str, Any]]:
-        return self.desk.similar_holds(scope, decision_id)
-
-    def hold_act(self, scope: str, principal: Principal, permissions: Permissions, decision_id: str,
-                 action: str, body: Mapping[str, object] | None = None) -> HoldStep:
-        return self.desk.hold_act(scope, principal, permissions, decision_id, action, body)
 
     # ------------------------------------------------------------------ published versions (the pages' pickers)
 

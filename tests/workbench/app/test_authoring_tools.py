@@ -545,7 +545,7 @@ def test_each_comparison_gets_its_own_sweep_range_from_its_fields_history(workbe
     acme = [i for i in range(48) if i % 3]
     observed = {"discount_percent": [10 + (i % 5) * 5 for i in acme], "margin_percent": [15 + (i % 4) * 8 for i in acme]}
     for field, values in observed.items():
-        spread = store.field_spread("acme", "pricing_exception", field)
+        spread = store.migration.field_spread("acme", "pricing_exception", field)
         assert spread["observed"] == len(values) == 32
         assert (spread["low"], spread["high"]) == pytest.approx(tuple(np.percentile(values, [1, 99])))
         assert (spread["min"], spread["max"]) == (min(values), max(values))

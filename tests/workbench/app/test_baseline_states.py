@@ -49,7 +49,7 @@ def test_an_unknown_comparison_is_refused(workbench_home):
     authoring = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
     authoring.load_current()
     with pytest.raises(DryRunError) as caught:
-        store.dry_run("acme", "pricing_exception", authoring.draft, against="yesterday")
+        store.migration.dry_run("acme", "pricing_exception", authoring.draft, against="yesterday")
     assert caught.value.code == "USAGE"
 
 
@@ -68,5 +68,5 @@ def test_a_version_published_for_shadow_is_not_the_baseline(workbench_home, tmp_
     state.start_shadow()
     assert "in shadow" in state.message and store.current_rulebook("acme", "pricing_exception")["version"] == "2026-12-09"
     assert store.releases.running_rulebook("acme", "pricing_exception") is None
-    result = store.dry_run("acme", "pricing_exception", draft).result.to_dict()
+    result = store.migration.dry_run("acme", "pricing_exception", draft).result.to_dict()
     assert result["baseline"]["kind"] == "history" and running != "2026-12-09"

@@ -96,20 +96,20 @@ def _timed(call, runs: int = 5) -> tuple[float, float, object]:
 def test_ten_thousand_open_holds_load_in_under_half_a_second(loaded, record_property):
     store, real, backend = loaded
     figures = {}
-    first, median, page = _timed(lambda: store.hold_page("acme", limit=25))
+    first, median, page = _timed(lambda: store.desk.hold_page("acme", limit=25))
     assert page["total"] == OPEN_HOLDS + 1 and len(page["holds"]) == 25
     assert page["counts"] == {"open": OPEN_HOLDS + 1, "approved": CLOSED_HOLDS // 2,
                               "denied": CLOSED_HOLDS - CLOSED_HOLDS // 2}
     keys = [(-PRIORITIES.index(hold["priority"]), hold["deadline_at"]) for hold in page["holds"]]
     assert keys == sorted(keys)  # issue 65: the most urgent first, then the least time left
     figures["first page"] = (first, median)
-    figures["last page"] = _timed(lambda: store.hold_page("acme", offset=OPEN_HOLDS - 24, limit=25))[:2]
-    figures["queue finance"] = _timed(lambda: store.hold_page("acme", queue="finance", limit=25))[:2]
+    figures["last page"] = _timed(lambda: store.desk.hold_page("acme", offset=OPEN_HOLDS - 24, limit=25))[:2]
+    figures["queue finance"] = _timed(lambda: store.desk.hold_page("acme", queue="finance", limit=25))[:2]
     state = InboxState(store, Rights(Identity.password_user("rita"), lambda _scope: frozenset({"reviewer"})),
                        scope="acme")
     figures["view-model refresh"] = _timed(state.refresh)[:2]
     assert state.total == OPEN_HOLDS + 1 and len(state.rows) == 25
-    detail_first, detail_median, detail = _timed(lambda: store.hold_detail("acme", real), runs=3)
+    detail_first, detail_median, detail = _timed(lambda: store.desk.hold_detail("acme", real), runs=3)
     assert detail is not None and detail["verification"]["verified"] is True and len(detail["similar"]) == 5
     lines = [f"{name}: first {a * 1000:.0f} ms, median {b * 1000:.0f} ms" for name, (a, b) in figures.items()]
     lines.append(f"open hold detail: first {detail_first * 1000:.0f} ms, median {detail_median * 1000:.0f} ms")

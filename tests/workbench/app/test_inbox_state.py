@@ -131,7 +131,7 @@ def test_a_hold_opens_with_its_facts_rule_verification_and_the_closed_holds_like
                               "action": "route_to_finance", "verdict": "review", "policy_id": "pricing_exception",
                               "policy_version": hold["policy_version"], "condition": "margin_percent < 20"}
     assert detail["verification"]["verified"] is True and detail["verification"]["failed_checks"] == []
-    assert detail["verification"] == store.verify("acme", ids["open"][0])  # the Decisions page's, the API's
+    assert detail["verification"] == store.decisions.verify("acme", ids["open"][0])  # the Decisions page's, the API's
     assert detail["hold_events"] == {"verified": True, "count": 0, "problems": []} and detail["resolution"] is None
     similar = detail["similar"]
     assert [h["decision_id"] for h in similar] == [h["decision_id"] for h in store.holds.similar("acme", ids["open"][0])]

@@ -42,7 +42,7 @@ def _draft(store):
 def test_the_impact_rows_the_reports_and_the_sweep_speak_the_formatter(workbench_home, tmp_path):
     store, _, _ = workbench_home
     draft = _draft(store)
-    run = store.dry_run("acme", "pricing_exception", draft)
+    run = store.migration.dry_run("acme", "pricing_exception", draft)
     impact = run.result.impact
     rows = dict(impact_rows(impact))
     net = impact["expected_net_effect"]
@@ -56,7 +56,7 @@ def test_the_impact_rows_the_reports_and_the_sweep_speak_the_formatter(workbench
     for text in (*rows.values(), report):
         assert not LONG_DECIMALS.search(text), text
     leaf = next(i for i, rule in enumerate(draft["rules"]) if "value" in rule["condition"])
-    swept = store.sweep("acme", "pricing_exception", draft, (draft["rules"][leaf]["rule_id"],
+    swept = store.migration.sweep("acme", "pricing_exception", draft, (draft["rules"][leaf]["rule_id"],
                                                              draft["rules"][leaf]["condition"]["field"], 0),
                         [10.0, 15.0, 20.0])
     frame = sweep_frame(swept)
@@ -71,7 +71,7 @@ def test_the_impact_rows_the_reports_and_the_sweep_speak_the_formatter(workbench
 
 def test_the_overview_the_cli_reports_and_the_health_speak_the_formatter(workbench_home):
     store, _, _ = workbench_home
-    reports = store.policy_reports("acme", "pricing_exception")
+    reports = store.overview.policy_reports("acme", "pricing_exception")
     benchmark = reports["benchmarks"]
     cohort = {**benchmark, "cross_customer": {**benchmark["cross_customer"],
                                               "percentiles": {"success_rate": {"p25": 0.9, "p50": 0.9313, "p75": 0.95}}}}

@@ -100,12 +100,12 @@ def test_overview_with_a_benchmark_cohort_equals_the_reference_path(synthetic):
         set_benchmark_opt_in(ledger, scope, True, "2026-11-01T00:00:00.000Z")
     try:
         for limit in (50, 1000):
-            expected = reference.policy_reports(scopes[0], "refund_approval", limit=limit)
-            assert fast.policy_reports(scopes[0], "refund_approval", limit=limit) == expected
+            expected = reference.overview.policy_reports(scopes[0], "refund_approval", limit=limit)
+            assert fast.overview.policy_reports(scopes[0], "refund_approval", limit=limit) == expected
         # An opt-out changes the cohort: the cached figures of the old cohort are not reused.
         set_benchmark_opt_in(ledger, scopes[1], False, "2026-11-01T00:00:00.000Z")
-        assert (fast.policy_reports(scopes[0], "refund_approval", limit=50)
-                == reference.policy_reports(scopes[0], "refund_approval", limit=50))
+        assert (fast.overview.policy_reports(scopes[0], "refund_approval", limit=50)
+                == reference.overview.policy_reports(scopes[0], "refund_approval", limit=50))
     finally:
         for scope in scopes:
             set_benchmark_opt_in(ledger, scope, False, "2026-11-01T00:00:00.000Z")
@@ -114,9 +114,9 @@ def test_overview_with_a_benchmark_cohort_equals_the_reference_path(synthetic):
 def test_cached_figures_are_copies(synthetic):
     fast, _, root, _ = synthetic
     scope = _scopes(root)[0]
-    first = fast.policy_reports(scope, "refund_approval")
+    first = fast.overview.policy_reports(scope, "refund_approval")
     first["effectiveness"]["effectiveness_score"] = -1
-    assert fast.policy_reports(scope, "refund_approval")["effectiveness"]["effectiveness_score"] != -1
+    assert fast.overview.policy_reports(scope, "refund_approval")["effectiveness"]["effectiveness_score"] != -1
 
 
 def test_the_figure_cache_is_bounded(synthetic, monkeypatch):
@@ -124,7 +124,7 @@ def test_the_figure_cache_is_bounded(synthetic, monkeypatch):
     monkeypatch.setattr(store_module, "FIGURE_CACHE_SIZE", 3)
     fast = WorkbenchStore(shared.ledger, shared.signing, root, allow_unsigned=True)
     for limit in range(1, 8):
-        fast.policy_reports(_scopes(root)[0], "refund_approval", limit=limit)
+        fast.overview.policy_reports(_scopes(root)[0], "refund_approval", limit=limit)
         assert len(fast._figures) == min(limit, 3)
     # The least recently used went first: the newest three are answered from the cache.
     assert [key[4] for key in fast._figures] == [5, 6, 7]
@@ -156,9 +156,10 @@ def test_a_refresh_is_never_answered_from_the_cache(tmp_path):
     assert state.series["month"].to_list() == ["2026-01", "2026-02", "2026-03"]
     assert state.series.filter(pl.col("month") == "2026-03")["decisions"].item() == 5
     reference = WorkbenchStore(store.ledger, store.signing, tmp_path / "dataset", reference=True)
-    assert store.policy_reports("acme", "pricing_exception") == reference.policy_reports("acme", "pricing_exception")
-    assert_frame_equal(store.monthly_series("acme", "pricing_exception"),
-                       reference.monthly_series("acme", "pricing_exception"))
+    assert (store.overview.policy_reports("acme", "pricing_exception")
+            == reference.overview.policy_reports("acme", "pricing_exception"))
+    assert_frame_equal(store.overview.monthly_series("acme", "pricing_exception"),
+                       reference.overview.monthly_series("acme", "pricing_exception"))
     store.ledger.dispose()
 
 
@@ -227,5 +228,6 @@ def test_the_monthly_course_without_rollups_is_read_from_the_rows(synthetic, tmp
         reference = WorkbenchStore(shared.ledger, shared.signing, copy, reference=True, allow_unsigned=True)
         scope = _scopes(copy)[1]
         for policy in POLICIES:
-            assert_frame_equal(fast.monthly_series(scope, policy), reference.monthly_series(scope, policy))
-            assert fast.policy_reports(scope, policy) == reference.policy_reports(scope, policy)
+            assert_frame_equal(fast.overview.monthly_series(scope, policy),
+                               reference.overview.monthly_series(scope, policy))
+            assert fast.overview.policy_reports(scope, policy) == reference.overview.policy_reports(scope, policy)

@@ -279,7 +279,7 @@ def test_the_decision_shows_its_facts(workbench_home):
     state = DecisionsState(store)
     state.scope = "acme"
     state.open(ids["acme"][0])
-    assert state.detail["facts"] == store.stored_evaluation("acme", ids["acme"][0])["facts"]
+    assert state.detail["facts"] == store.decisions.stored_evaluation("acme", ids["acme"][0])["facts"]
     assert {"discount_percent", "margin_percent"} <= set(state.detail["facts"])
 
 

@@ -63,22 +63,25 @@ def test_every_figure_of_the_workbench_is_the_same_over_both_layouts(stores):
     status = [store.dataset_status() for store in (parquet, ice)]
     assert status[0]["ok"] and status[0]["rows"] == status[1]["rows"]
     for scope in ("acme", "globex"):
-        both = [(store.policy_reports(scope, POLICY), store.monthly_series(scope, POLICY),
-                 store.version_changes(scope, POLICY), store.decision_page(scope, policy_id=POLICY, limit=10),
-                 [asdict(row) if not isinstance(row, dict) else row for row in store.rule_history(scope, POLICY)])
+        both = [(store.overview.policy_reports(scope, POLICY), store.overview.monthly_series(scope, POLICY),
+                 store.overview.version_changes(scope, POLICY),
+                 store.decisions.decision_page(scope, policy_id=POLICY, limit=10),
+                 [asdict(row) if not isinstance(row, dict) else row
+                  for row in store.migration.rule_history(scope, POLICY)])
                 for store in (parquet, ice)]
         assert plain(both[0][0]) == plain(both[1][0])
         assert both[0][1].equals(both[1][1]) and both[0][2].equals(both[1][2])
         assert both[0][3][1] == both[1][3][1] and both[0][3][0].equals(both[1][3][0])
         assert both[0][4] == both[1][4]
-        detail = [store.decision_detail(scope, ids[scope][0]) for store in (parquet, ice)]
+        detail = [store.decisions.decision_detail(scope, ids[scope][0]) for store in (parquet, ice)]
         assert detail[0] is not None and plain(detail[0]) == plain(detail[1])
-        summaries = [store.impact_summary(scope, POLICY, draft()) for store in (parquet, ice)]
+        summaries = [store.migration.impact_summary(scope, POLICY, draft()) for store in (parquet, ice)]
         assert plain(summaries[0]) == plain(summaries[1])
-        sweeps = [store.sweep(scope, POLICY, draft(), ("review_thin_margin", "margin_percent", 0), [10.0, 20.0, 30.0])
+        sweeps = [store.migration.sweep(scope, POLICY, draft(), ("review_thin_margin", "margin_percent", 0),
+                                        [10.0, 20.0, 30.0])
                   for store in (parquet, ice)]
         assert plain(sweeps[0]) == plain(sweeps[1])
-        runs = [store.dry_run(scope, POLICY, draft()).result.to_dict() for store in (parquet, ice)]
+        runs = [store.migration.dry_run(scope, POLICY, draft()).result.to_dict() for store in (parquet, ice)]
         assert runs[0]["decisions_total"] > 0 and plain(runs[0]) == plain(runs[1])
 
 

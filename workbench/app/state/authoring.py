@@ -72,7 +72,7 @@ class AuthoringState(param.Parameterized):
     rule_history = param.List(default=[], doc="workbench.reports.rules rows of the rulebook in the scope")
     table_message = param.String(default="")
     # Live impact: the dry-run's summary of the last valid draft, recomputed after each edit.
-    live = param.Dict(default=None, allow_None=True, doc="store.impact_summary of `live_hash`'s draft")
+    live = param.Dict(default=None, allow_None=True, doc="store.migration.impact_summary of `live_hash`'s draft")
     live_hash = param.String(default="", doc="rulebook hash of the draft `live` describes")
     live_note = param.String(default="")
     # Threshold sweeps of one numeric comparison of the draft (`workbench.migration.sweep`).
@@ -139,7 +139,7 @@ class AuthoringState(param.Parameterized):
             self.rule_history = []
             return
         try:
-            self.rule_history = list(self.store.rule_history(self.scope, self.rulebook_id))
+            self.rule_history = list(self.store.migration.rule_history(self.scope, self.rulebook_id))
         except (DryRunError, GateError, OSError, ValueError) as exc:
             self.rule_history = []
             self.table_message = f"rule history unavailable: {exc}"
@@ -184,7 +184,7 @@ class AuthoringState(param.Parameterized):
         run it in a worker thread, then `apply_live` on the server's event loop)."""
         report = lint(draft).to_json()
         try:
-            summary = self.store.impact_summary(self.scope, self.rulebook_id or draft["rulebook_id"], draft)
+            summary = self.store.migration.impact_summary(self.scope, self.rulebook_id or draft["rulebook_id"], draft)
         except (DryRunError, GateError) as exc:
             return {"refused": str(exc), "lint": report}
         return {"summary": summary, "lint": report}
@@ -229,7 +229,8 @@ class AuthoringState(param.Parameterized):
         draft = self.draft
         rulebook_id = self.rulebook_id or (draft["rulebook_id"] if draft is not None else "")
         try:
-            spread = self.store.field_spread(self.scope, rulebook_id, field) if self.scope and rulebook_id else None
+            spread = (self.store.migration.field_spread(self.scope, rulebook_id, field)
+                      if self.scope and rulebook_id else None)
             why = "no scope or rulebook to read its history"
         except (DryRunError, GateError, OSError, ValueError) as exc:
             spread, why = None, str(exc)
@@ -263,7 +264,8 @@ class AuthoringState(param.Parameterized):
                       ) -> Sweep | SweepRefused:
         draft, leaf, thresholds = request
         try:
-            return self.store.sweep(self.scope, self.rulebook_id or draft["rulebook_id"], draft, leaf, thresholds)
+            return self.store.migration.sweep(self.scope, self.rulebook_id or draft["rulebook_id"], draft, leaf,
+                                              thresholds)
         except (DryRunError, GateError) as exc:
             return {"refused": str(exc)}
 
@@ -335,7 +337,7 @@ class AuthoringState(param.Parameterized):
         if draft is None:
             return
         decision_id = self.decision_id.strip()
-        stored = self.store.stored_evaluation(self.scope, decision_id) if decision_id else None
+        stored = self.store.decisions.stored_evaluation(self.scope, decision_id) if decision_id else None
         if stored is None:
             self.decision_test = None
             self.message = f"no decision {decision_id!r} in scope {self.scope!r}"

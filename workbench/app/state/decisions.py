@@ -40,7 +40,7 @@ class DecisionsState(PagedState):
             self.rows, self.total = None, 0
             return
         try:
-            rows, total = self.store.decision_page(
+            rows, total = self.store.decisions.decision_page(
                 self.scope, policy_id=self.policy_id or None, verdict=self.verdict or None,
                 rule=self.rule or None, id_prefix=self.search.strip() or None,
                 offset=(min(self.page, 10**9) - 1) * self.page_size, limit=self.page_size)
@@ -55,6 +55,6 @@ class DecisionsState(PagedState):
         """Open one decision of this scope (another scope's id reads as not found)."""
         decision_id = decision_id.strip()
         self.selected = decision_id
-        self.detail = self.store.decision_detail(self.scope, decision_id) if decision_id else None
+        self.detail = self.store.decisions.decision_detail(self.scope, decision_id) if decision_id else None
         if self.detail is None:
             self.message = f"no decision {decision_id!r} in scope {self.scope!r}"

@@ -86,7 +86,7 @@ class InboxState(PagedState):
     counts = param.Dict(default={}, doc="holds per state in the scope")
     queues = param.List(default=[], doc="the scope's queue names")
     selected = param.String(default="", doc="the open hold's decision id")
-    detail = param.Dict(default=None, allow_None=True, doc="WorkbenchStore.hold_detail of the open hold")
+    detail = param.Dict(default=None, allow_None=True, doc="HoldDesk.hold_detail of the open hold")
     message = param.String(default="")
     proposal = param.Dict(default=None, allow_None=True, doc="an approval awaiting confirmation")
 
@@ -124,8 +124,8 @@ class InboxState(PagedState):
             return
         at = self.cursor_id()
         try:
-            self.seen = self.store.hold_version(self.scope)
-            page = self.store.hold_page(self.scope, state=self.state, queue=self.queue or None,
+            self.seen = self.store.desk.hold_version(self.scope)
+            page = self.store.desk.hold_page(self.scope, state=self.state, queue=self.queue or None,
                                         offset=(min(self.page, 10**9) - 1) * self.page_size, limit=self.page_size,
                                         filters=self.filters(), reader=self.rights.principal.actor)
         except GateError as exc:
@@ -148,7 +148,7 @@ class InboxState(PagedState):
         if not self.scope:
             return False
         try:
-            version = self.store.hold_version(self.scope)
+            version = self.store.desk.hold_version(self.scope)
         except GateError:
             return False  # the ledger is away: the next poll tries again
         if version == self.seen and time.monotonic() - self.read_at < STALE_SECONDS:
@@ -240,7 +240,7 @@ class InboxState(PagedState):
         self.proposal = None
         self.selected = decision_id
         later = self.defer is not None
-        self.detail = (self.store.hold_detail(self.scope, decision_id, similar=not later)
+        self.detail = (self.store.desk.hold_detail(self.scope, decision_id, similar=not later)
                        if decision_id and self.scope else None)
         if decision_id and self.detail is None:
             self.message = f"no hold {decision_id!r} in scope {self.scope!r}"
@@ -254,7 +254,7 @@ class InboxState(PagedState):
     def _similar(self, decision_id: str) -> None:
         """The open hold's closed holds like it, read after the rest of its detail (`defer`)."""
         if self.detail is not None and self.selected == decision_id and self.detail.get("similar") is None:
-            self.detail = {**self.detail, "similar": self.store.similar_holds(self.scope, decision_id)}
+            self.detail = {**self.detail, "similar": self.store.desk.similar_holds(self.scope, decision_id)}
 
     def follow(self, state: str, queue: str, hold: str) -> None:
         """Apply a link's values (untrusted text): a known state, one of the scope's queues, and
@@ -369,7 +369,7 @@ class InboxState(PagedState):
     def _step(self, decision_id: str, action: str, body: Mapping[str, object] | None) -> tuple[bool, str]:
         """(done, what the page says) of one step through the service."""
         try:
-            answer = self.store.hold_act(self.scope, self.rights.principal, self.rights.permissions_in(self.scope),
+            answer = self.store.desk.hold_act(self.scope, self.rights.principal, self.rights.permissions_in(self.scope),
                                          decision_id, action, body)
         except GateError as exc:
             return False, f"{action} refused ({exc.code}): {exc}"

@@ -108,8 +108,8 @@ class MigrationState(param.Parameterized):
         rulebook_id = self.rulebook_id or draft["rulebook_id"]
         started = time.perf_counter()
         try:
-            run = self.store.dry_run(self.scope, rulebook_id, draft, against=self.against)
-            semantic = self.store.semantic_diff(self.scope, rulebook_id, draft)
+            run = self.store.migration.dry_run(self.scope, rulebook_id, draft, against=self.against)
+            semantic = self.store.migration.semantic_diff(self.scope, rulebook_id, draft)
         except (DryRunError, GateError) as exc:
             return {"refused": str(exc)}
         return {"run": run, "semantic": semantic, "seconds": time.perf_counter() - started}
@@ -141,7 +141,7 @@ class MigrationState(param.Parameterized):
             return
         out = self.export_root / f"{self._run.result.rulebook_id}-{int(time.time() * 1000)}"
         try:
-            self.exported = self.store.export_migration(self._run, out)
+            self.exported = self.store.migration.export_migration(self._run, out)
         except DryRunError as refused:  # the rule of `gate dry-run`: signed, or not written
             self.exported = None
             self.message = f"export refused ({refused.code}): {refused.message}"

@@ -46,13 +46,13 @@ class OverviewState(param.Parameterized):
             self.message = "pick a scope and a policy"
             return
         try:
-            every = self.store.reports(self.scope, self.policy_id, limit=self.limit)
+            every = self.store.overview.reports(self.scope, self.policy_id, limit=self.limit)
             reports = policy_reports_of(every)
             self.reports = reports
             self.more = other_reports(every)
-            self.holds = self.store.hold_report(self.scope, self.policy_id)
-            self.series = self.store.monthly_series(self.scope, self.policy_id)
-            self.versions = self.store.version_changes(self.scope, self.policy_id)
+            self.holds = self.store.overview.hold_report(self.scope, self.policy_id)
+            self.series = self.store.overview.monthly_series(self.scope, self.policy_id)
+            self.versions = self.store.overview.version_changes(self.scope, self.policy_id)
         except DatasetError as exc:  # a dataset that does not match its manifest is never shown
             self.reports, self.series, self.versions, self.holds, self.more = None, None, None, None, None
             self.message = f"the dataset cannot be used: {exc}"
@@ -64,7 +64,7 @@ class OverviewState(param.Parameterized):
         """List every anomaly the report counts, not only the strongest it lists."""
         if self.reports is not None:
             try:
-                self.every_anomaly = self.store.every_anomaly(self.scope, self.policy_id, limit=self.limit)
+                self.every_anomaly = self.store.overview.every_anomaly(self.scope, self.policy_id, limit=self.limit)
             except DatasetError as exc:
                 self.message = f"the dataset cannot be used: {exc}"
 

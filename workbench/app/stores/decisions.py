@@ -29,7 +29,7 @@ class StoredResult(TypedDict):
 
 
 class StoredEvaluation(TypedDict):
-    """A stored decision's facts and its stored result (`Store.stored_evaluation`)."""
+    """A stored decision's facts and its stored result (`DecisionReads.stored_evaluation`)."""
 
     decision_id: str
     facts: dict[str, Any]  # the caller's facts, as the rulebook saw them

@@ -1,4 +1,4 @@
-"""The Overview's figures (`WorkbenchStore.reports`, `hold_report`, `every_anomaly`, the monthly
+"""The Overview's figures (`reports`, `hold_report`, `every_anomaly`, the monthly
 course): the report service's envelopes over the dataset, cached by manifest in the store's
 bounded figure cache, so a refreshed dataset is read again."""
 
