@@ -388,3 +388,48 @@ def test_a_subject_with_more_decisions_than_one_request_names_is_erased_in_turns
     assert [d["decision_id"] for d in rest["decisions"]] == [mine[1]["decision_id"]] and rest["more"] is False
     assert client.post(APPROVALS, json={"request_seq": rest["request_seq"]}, headers=keys["second"]).status_code == 200
     assert EMAIL not in _texts(database_url) and CUSTOMER not in _texts(database_url)
+
+
+@pytest.mark.parametrize("layout", ["parquet", "iceberg"])
+def test_the_dataset_follows_an_erasure_at_its_next_export(gate, keys, tmp_path, layout):
+    """The dataset kept the subject's values as keyed tokens (still personal data: the privacy key
+    re-links them); after the erasure the next export leaves none of the subject's tokens in any
+    file it keeps (bytes and every decoded Parquet value; Iceberg's data, manifests and catalog),
+    while the other customer's stay."""
+    import pyarrow.parquet as pq
+
+    from workbench.dataset import iceberg
+    from workbench.dataset.export import export_ledger
+
+    client = gate.test_client()
+    mine, other = _set_up(client, keys)
+    runtime = gate.extensions["gate"]
+    root = tmp_path / "out" / "dataset"
+    lakehouse = iceberg.default_target(str(root), root.parent) if layout == "iceberg" else None
+
+    def export() -> list[dict]:
+        export_ledger(runtime.ledger, str(root), signer=None, settle_seconds=0, privacy_key=runtime.privacy.key,
+                      lakehouse=lakehouse)
+        return pq.read_table(root / "facts").to_pylist()
+
+    def tokens(rows: list[dict], ids: set[str]) -> set[str]:
+        return {value for row in rows if row["decision_id"] in ids
+                for value in row.values() if isinstance(value, str) and value.startswith("hmac-sha256:")}
+
+    before = export()
+    theirs = tokens(before, {r["decision_id"] for r in mine})
+    kept = tokens(before, {other["decision_id"]}) - theirs
+    assert theirs and kept  # the searches below can fail
+
+    asked = client.post(ERASURES, json={"subject": CUSTOMER}, headers=keys["dpo"]).get_json()
+    assert client.post(APPROVALS, json={"request_seq": asked["request_seq"]},
+                       headers=keys["second"]).status_code == 200
+    after = export()
+    assert tokens(after, {other["decision_id"]}) >= kept
+    found = b""
+    for path in sorted(p for p in (tmp_path / "out").rglob("*") if p.is_file()):
+        found += path.read_bytes()
+        if path.suffix == ".parquet":
+            found += json.dumps(pq.read_table(path).to_pylist(), default=str).encode()
+    assert [token for token in theirs if token.encode() in found] == []
+    assert all(token.encode() in found for token in kept)
