@@ -36,6 +36,9 @@ OUTSIDE = {
     # An event the code built with a `data` its type's schema does not declare (gate.bodies): a
     # programming error that rolls the fact's transaction back, never a refusal a caller reads.
     "gate.bodies.EventDataInvalid",
+    # Slack's `ok: false` as the transport failure it is (an OSError with Slack's code): the
+    # notifier's pass retries it or, for a message that is gone, stops (gate.services.notify).
+    "gate.events.notices.SlackRefused",
 }
 
 # Codes a refusal names that ERROR_TABLE does not answer: each is met only where no HTTP answer is
