@@ -7,7 +7,6 @@ unreachable gate and a tampered record are refused and the tool never runs."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from typing import Any
@@ -20,6 +19,7 @@ from gate_client.integrations.calls import ToolGate
 from gate_client.integrations.openai_agents import GateApproval
 from tests.client.agent_support import HELD, NO, YES, flip_to_yes, unreachable_client
 from tests.holds.support import approved_request
+from tests.own_loop import run_on_own_loop
 
 QUIET = RunConfig(tracing_disabled=True)
 REFUSED = "Decision Gate did not approve this call: "
@@ -49,11 +49,11 @@ class Billing:
 
     def run(self, start: Any = "apply the discount") -> Any:
         if isinstance(start, str):
-            return asyncio.run(Runner.run(self.agent, start, context=self.context, run_config=QUIET))
-        return asyncio.run(Runner.run(self.agent, start, run_config=QUIET))
+            return run_on_own_loop(Runner.run(self.agent, start, context=self.context, run_config=QUIET))
+        return run_on_own_loop(Runner.run(self.agent, start, run_config=QUIET))
 
     def settle(self, run: Any, wait: float = 0) -> RunState:
-        return asyncio.run(self.approval.settle(run, wait=wait))
+        return run_on_own_loop(self.approval.settle(run, wait=wait))
 
 
 def tool_output(result: Any) -> str:
@@ -104,7 +104,7 @@ def test_a_review_interrupts_and_resumes_on_the_verified_approval(agent_gate):
 
     event = agent_gate.resolve(hold["decision_id"], "approve")
     state = billing.settle(result)
-    restored = asyncio.run(RunState.from_string(billing.agent, state.to_string()))  # a paused run kept in storage
+    restored = run_on_own_loop(RunState.from_string(billing.agent, state.to_string()))  # a paused run kept in storage
     resumed = billing.run(restored)
     assert resumed.final_output == "done" and not resumed.interruptions
     assert billing.ran == [{"discount_percent": 15, "margin_percent": 12}]
@@ -117,7 +117,7 @@ def test_a_review_interrupts_and_resumes_on_the_verified_approval(agent_gate):
 def test_a_denied_hold_is_rejected_and_the_tool_never_runs(agent_gate):
     billing = Billing(agent_gate.tools, HELD)
     result = billing.run()
-    stored = asyncio.run(RunState.from_string(billing.agent, result.to_state().to_string()))  # paused, kept
+    stored = run_on_own_loop(RunState.from_string(billing.agent, result.to_state().to_string()))  # paused, kept
     agent_gate.resolve(entry(billing.context)["record"]["decision_id"], "deny")
     resumed = billing.run(billing.settle(stored))  # settled from the restored state itself
     assert billing.ran == [] and resumed.final_output == "done"
@@ -166,7 +166,7 @@ def test_a_tampered_record_refuses(agent_gate):
 
 def test_a_context_that_is_not_a_dict_refuses(agent_gate):
     billing = Billing(agent_gate.tools, YES)
-    result = asyncio.run(Runner.run(billing.agent, "go", context=None, run_config=QUIET))
+    result = run_on_own_loop(Runner.run(billing.agent, "go", context=None, run_config=QUIET))
     assert billing.ran == [] and agent_gate.transport.paths == []
     assert tool_output(result) == REFUSED + "the run context is not a dict: the gate's decision cannot be kept with the run"
 
@@ -210,7 +210,7 @@ def test_a_streamed_run_is_settled_the_same_way(agent_gate):
             pass
         return result
 
-    result = asyncio.run(streamed())
+    result = run_on_own_loop(streamed())
     assert len(result.interruptions) == 1 and billing.ran == []
     agent_gate.resolve(entry(billing.context)["record"]["decision_id"], "approve")
     resumed = billing.run(billing.settle(result))

@@ -8,7 +8,6 @@ import asyncio
 import copy
 import json
 import logging
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ import pytest
 
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from gate.rulebook.operators import OPERATORS, Operand
+from tests.own_loop import run_on_own_loop
 from workbench.app import ruletable
 from workbench.app.pages.authoring import authoring_page, live_markdown, live_warnings, schedule_live
 from workbench.app.pages.rule_table import cell_patch, rule_frame, rule_table, show_rows
@@ -492,7 +492,7 @@ def test_the_scheduled_live_impact_shows_the_last_edit_and_logs_a_failed_run(wor
         assert state.live_hash == state.check.rulebook_hash and state.live_note == ""
 
     with caplog.at_level(logging.ERROR, logger="workbench.authoring"):
-        _run_on_a_loop_of_its_own(journey)
+        run_on_own_loop(journey(), timeout=300)
     failed = [r for r in caplog.records if r.name == "workbench.authoring"]
     assert len(failed) == 1 and "live impact of draft" in failed[0].getMessage()
     assert "the dataset went away" in str(failed[0].exc_info[1])
@@ -635,26 +635,6 @@ def test_a_draft_held_before_the_page_is_built_gets_its_live_impact_without_an_e
         assert state.live_hash == state.check.rulebook_hash and state.live_note == ""
         assert state.live == state.compute_live(state.draft)["summary"]
 
-    _run_on_a_loop_of_its_own(journey)
+    run_on_own_loop(journey(), timeout=300)
 
-
-def _run_on_a_loop_of_its_own(journey) -> None:
-    """`asyncio.run(journey())` in a thread of its own. In the full suite an earlier test of the
-    same process may leave an event loop marked running on the main thread, where asyncio.run
-    refuses to start ("cannot be called from a running event loop"); the test's subject is the
-    debounce, not that thread."""
-    outcome: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            asyncio.run(journey())
-        except BaseException as error:  # noqa: BLE001 - raised again in the test's thread
-            outcome.append(error)
-
-    thread = threading.Thread(target=run, name="live-impact-journey")
-    thread.start()
-    thread.join(300)
-    assert not thread.is_alive(), "the journey did not end within 300 s"
-    if outcome:
-        raise outcome[0]
 

@@ -5,7 +5,6 @@ the real server (`make_server`), and the relying party's checks of the ID token 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import secrets
@@ -20,6 +19,7 @@ from tornado.web import decode_signed_value
 
 from gate.principals import Principal
 from tests.oidc_support import oidc_provider, password, pkce, provider_sign_in  # noqa: F401  # the session fixture
+from tests.own_loop import run_on_own_loop
 from tests.server.support import free_port
 from workbench.app.access import Identity, access_for
 from workbench.app.oidc import (
@@ -33,15 +33,6 @@ from workbench.app.oidc_settings import OIDCSettings
 
 SCOPES = ("openid", "profile", "groups")
 SECRET = "cookie-secret-for-the-test-" + "x" * 20
-
-
-def _run(coroutine):
-    """`asyncio.run` in a thread of its own: in the full suite an earlier test of this worker (a
-    browser test's Playwright sync API) may leave an event loop marked running on the main thread."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result(timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -67,12 +58,12 @@ def issued(relying_party, user: str = "alice") -> tuple[OIDCClient, str, str]:
     code = back.params["code"]
     assert back.params["iss"] == settings.issuer
     client = OIDCClient(settings, discovery, frozenset({"gate-authors", "gate-approvers"}))
-    return client, _run(client.exchange(code, redirect, verifier)), nonce
+    return client, run_on_own_loop(client.exchange(code, redirect, verifier)), nonce
 
 
 def test_an_id_token_the_provider_issued_is_checked_and_names_the_person(relying_party):
     client, id_token, nonce = issued(relying_party)
-    claims = _run(client.verify(id_token, nonce))
+    claims = run_on_own_loop(client.verify(id_token, nonce))
     assert claims["sub"] == "alice" and claims["groups"] == ["gate-authors"] and claims["name"] == "Alice Author"
     assert client.identity(claims) == Identity(Principal.person(relying_party[0].issuer, "alice", "Alice Author"),
                                                ("gate-authors",))
@@ -81,26 +72,26 @@ def test_an_id_token_the_provider_issued_is_checked_and_names_the_person(relying
 def test_a_wrong_nonce_audience_issuer_expiry_or_signature_is_refused(relying_party):
     client, id_token, nonce = issued(relying_party)
     with pytest.raises(SignInFailed, match="nonce"):
-        _run(client.verify(id_token, "another-nonce"))
+        run_on_own_loop(client.verify(id_token, "another-nonce"))
     settings, discovery, _ = relying_party
     other_client = OIDCClient(OIDCSettings(settings.issuer, "another-client", None), discovery, frozenset())
     with pytest.raises(SignInFailed, match="aud"):
-        _run(other_client.verify(id_token, nonce))
+        run_on_own_loop(other_client.verify(id_token, nonce))
     other_issuer = OIDCClient(settings, discovery.__class__(**{**discovery.__dict__, "issuer": "http://127.0.0.1:1"}),
                               frozenset())
     with pytest.raises(SignInFailed, match="iss"):
-        _run(other_issuer.verify(id_token, nonce))
+        run_on_own_loop(other_issuer.verify(id_token, nonce))
     later = OIDCClient(settings, discovery, frozenset(), clock=lambda: 4_000_000_000)
     with pytest.raises(SignInFailed, match="exp"):
-        _run(later.verify(id_token, nonce))
+        run_on_own_loop(later.verify(id_token, nonce))
     head, body, signature = id_token.split(".")
     claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
     forged = base64.urlsafe_b64encode(json.dumps({**claims, "sub": "bob"}).encode()).decode().rstrip("=")
     with pytest.raises(SignInFailed, match="signature"):
-        _run(client.verify(f"{head}.{forged}.{signature}", nonce))
+        run_on_own_loop(client.verify(f"{head}.{forged}.{signature}", nonce))
     unsigned = base64.urlsafe_b64encode(b'{"alg":"none"}').decode().rstrip("=")
     with pytest.raises(SignInFailed, match="signature"):
-        _run(client.verify(f"{unsigned}.{body}.", nonce))
+        run_on_own_loop(client.verify(f"{unsigned}.{body}.", nonce))
 
 
 def test_the_token_exchange_goes_through_the_one_outbound_client(relying_party, monkeypatch):
@@ -113,7 +104,7 @@ def test_the_token_exchange_goes_through_the_one_outbound_client(relying_party, 
     inside = discovery.__class__(**{**discovery.__dict__, "token_endpoint": "https://169.254.169.254/token"})
     client = OIDCClient(settings, inside, frozenset())
     with pytest.raises(SignInFailed, match=r"token endpoint is refused.*GATE_OUTBOUND_ALLOW_HOSTS"):
-        _run(client.exchange("code", redirect, "verifier"))
+        run_on_own_loop(client.exchange("code", redirect, "verifier"))
     hits: list[str] = []
 
     class Moved(BaseHTTPRequestHandler):
@@ -133,11 +124,11 @@ def test_the_token_exchange_goes_through_the_one_outbound_client(relying_party, 
         moved = discovery.__class__(**{**discovery.__dict__,
                                        "token_endpoint": f"http://127.0.0.1:{server.server_address[1]}/token"})
         with pytest.raises(SignInFailed, match="answered 307"):
-            _run(OIDCClient(settings, moved, frozenset()).exchange("code", redirect, "verifier"))
+            run_on_own_loop(OIDCClient(settings, moved, frozenset()).exchange("code", redirect, "verifier"))
         assert hits == ["/token"]  # the redirect was not followed
         monkeypatch.setenv("GATE_OUTBOUND_ALLOW_HOSTS", "")  # loopback not allowed: refused before connecting
         with pytest.raises(SignInFailed, match="token endpoint is refused"):
-            _run(OIDCClient(settings, moved, frozenset()).exchange("code", redirect, "verifier"))
+            run_on_own_loop(OIDCClient(settings, moved, frozenset()).exchange("code", redirect, "verifier"))
         assert hits == ["/token"]
     finally:
         server.shutdown()

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
+from tests.own_loop import run_on_own_loop
 from tests.server.support import free_port
 from tests.workbench.signin_support import TOKEN, form_token
 from workbench.app.access import access_for
@@ -180,21 +181,13 @@ def test_logout_ends_the_session_on_the_server(server):
         page = browser.get(f"{url}/workbench")
         assert page.status_code == 200
         token = re.search(r'"token":\s*"([^"]+)"', page.text).group(1)
-        assert _run(_websocket(url, kept, token)) == 101
+        assert run_on_own_loop(_websocket(url, kept, token)) == 101
         logout = browser.get(f"{url}/logout")
         assert logout.status_code == 200 and "user" not in browser.cookies
     with httpx.Client(timeout=60, cookies={"user": kept}) as thief:
         opened = thief.get(f"{url}/workbench")
         assert opened.status_code == 302 and "login?next=" in opened.headers["location"]
-    assert _run(_websocket(url, kept, token)) == 403
-
-
-def _run(coroutine):
-    """`asyncio.run` in a thread of its own (a browser test may leave a loop on the main thread)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result(timeout=120)
+    assert run_on_own_loop(_websocket(url, kept, token)) == 403
 
 
 def _opens(url: str, cookie: str) -> bool:
@@ -324,17 +317,17 @@ def test_a_websocket_carrying_another_sign_ins_token_is_refused(server):
     with httpx.Client(timeout=60) as ana, httpx.Client(timeout=60) as bo:
         ana_cookie, bo_cookie = user_cookie(sign_in(ana, url, "ana")), user_cookie(sign_in(bo, url, "bo"))
         ana_token, bo_token = _page_token(ana, url), _page_token(bo, url)
-        assert _run(_websocket(url, ana_cookie, ana_token)) == 101
-        assert _run(_websocket(url, bo_cookie, bo_token)) == 101
-        assert _run(_websocket(url, ana_cookie, bo_token)) == 403  # bo's page, ana's browser
-        assert _run(_websocket(url, bo_cookie, ana_token)) == 403
+        assert run_on_own_loop(_websocket(url, ana_cookie, ana_token)) == 101
+        assert run_on_own_loop(_websocket(url, bo_cookie, bo_token)) == 101
+        assert run_on_own_loop(_websocket(url, ana_cookie, bo_token)) == 403  # bo's page, ana's browser
+        assert run_on_own_loop(_websocket(url, bo_cookie, ana_token)) == 403
         # A hand-made token for bo's page: unsigned, or signed with anything but the server's key.
-        assert _run(_websocket(url, ana_cookie, _forged(bo_token, None))) == 403
-        assert _run(_websocket(url, ana_cookie, _forged(bo_token, "A" * 43))) == 403
-        assert _run(_websocket(url, bo_cookie, "not a token")) == 403
+        assert run_on_own_loop(_websocket(url, ana_cookie, _forged(bo_token, None))) == 403
+        assert run_on_own_loop(_websocket(url, ana_cookie, _forged(bo_token, "A" * 43))) == 403
+        assert run_on_own_loop(_websocket(url, bo_cookie, "not a token")) == 403
         # bo signs out: his page's token opens nothing for anyone.
         bo.get(f"{url}/logout")
-        assert _run(_websocket(url, bo_cookie, bo_token)) == 403
+        assert run_on_own_loop(_websocket(url, bo_cookie, bo_token)) == 403
 
 
 def test_signing_in_again_without_signing_out_ends_the_earlier_session(server):
@@ -440,6 +433,6 @@ def test_a_page_kept_busy_past_its_lifetime_acts_no_more(workbench_home, people)
             cookie = user_cookie(sign_in(client, url))
             page = client.get(f"{url}/workbench", params={"scope": "acme"})
             token = re.search(r'"token":\s*"([^"]+)"', page.text).group(1)
-        seen = _run(_busy_past_its_lifetime(url, cookie, token, clock, step=4.0, lifetime=30.0))
+        seen = run_on_own_loop(_busy_past_its_lifetime(url, cookie, token, clock, step=4.0, lifetime=30.0))
         assert seen == [(age, True, False) for age in range(0, 30, 4)] + [(32.0, False, True)]
         assert not _opens(url, cookie)
