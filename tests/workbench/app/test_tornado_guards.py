@@ -27,7 +27,8 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from tests.workbench.app.test_sessions import PASSWORD, _run, people, running  # noqa: F401  # fixture
+from tests.own_loop import run_on_own_loop
+from tests.workbench.app.test_sessions import PASSWORD, people, running  # noqa: F401  # fixture
 from tests.workbench.signin_support import TOKEN, form_token
 from workbench.app.access import access_for
 from workbench.app.passwords import ScryptHash
@@ -193,11 +194,11 @@ async def _socket(url: str, origin: str, headers: dict[str, str] | None = None) 
 
 def test_the_websocket_checks_the_origins_scheme(open_loopback):
     url = open_loopback
-    assert _run(_socket(url, url)) == 101
-    assert _run(_socket(url, url.replace("http://", "https://"))) == 403  # Bokeh compared the host alone
-    assert _run(_socket(url, "http://evil.example")) == 403
+    assert run_on_own_loop(_socket(url, url)) == 101
+    assert run_on_own_loop(_socket(url, url.replace("http://", "https://"))) == 403  # Bokeh compared the host alone
+    assert run_on_own_loop(_socket(url, "http://evil.example")) == 403
     # A client's own X-Forwarded-Proto counts for nothing: 127.0.0.1 is no trusted proxy here.
-    assert _run(_socket(url, url.replace("http://", "https://"), {"X-Forwarded-Proto": "https"})) == 403
+    assert run_on_own_loop(_socket(url, url.replace("http://", "https://"), {"X-Forwarded-Proto": "https"})) == 403
 
 
 def test_autoload_and_its_preflight_answer_403_without_cors(open_loopback):
@@ -232,8 +233,8 @@ def test_a_trusted_proxys_https_makes_cookies_secure(workbench_home, people):  #
         assert all("Secure" in value for value in set_cookies), set_cookies
         assert "Secure" not in client.get(f"{url}/login").headers["set-cookie"]  # the proxy said http
         signed_in = {**https, "Cookie": f"user={client.cookies['user']}"}
-        assert _run(_socket(url, url.replace("http:", "https:"), signed_in)) == 101
-        assert _run(_socket(url, url, signed_in)) == 403  # the page is https: an http Origin is foreign
+        assert run_on_own_loop(_socket(url, url.replace("http:", "https:"), signed_in)) == 101
+        assert run_on_own_loop(_socket(url, url, signed_in)) == 403  # the page is https: an http Origin is foreign
     # Without --trusted-proxy the same header is anyone's: ignored.
     with running(workbench_home[0], access) as port, httpx.Client(timeout=60) as client:
         page = client.get(f"http://127.0.0.1:{port}/login", headers=https)
