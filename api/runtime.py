@@ -71,7 +71,7 @@ class GateRuntime:
         found = list(self.dispatcher.workers) if self.dispatcher is not None else []
         if self.hold_sweeper is not None:
             found.append(self.hold_sweeper)
-        return [*found, self.releases.guard]
+        return [*found, self.releases.guardrails.guard]
 
     def wake_dispatcher(self) -> None:
         if self.dispatcher is not None:

@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--decides", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    import gate.services.releases as releases_module
+    import gate.services.release_guards as releases_module
 
     with tempfile.TemporaryDirectory() as tmp:
         app, key = _app(Path(tmp))

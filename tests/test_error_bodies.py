@@ -626,7 +626,7 @@ def _releases(c, active: str | None = None) -> Api:
 def _superseded(c):
     api = _releases(c, active="v2")
     c.client.patch("/api/decision/release-policy", json={"refuse_superseded_inline": True}, headers=api.headers())
-    c.client.application.extensions["gate"].releases.cache_seconds = 0
+    c.client.application.extensions["gate"].releases.reader.cache_seconds = 0
     return api.decide(inline(version("v1")))
 
 

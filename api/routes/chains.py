@@ -19,6 +19,7 @@ from api.query import int_arg
 from api.routing import Endpoint, Routes
 from api.runtime import keyed, runtime
 from gate.errors import GateError
+from gate.services.chain_view import chain_view
 from gate.services.chains import consistency_for, inclusion_for
 from gate.services.decide import Caller
 
@@ -53,7 +54,7 @@ CHAIN_WEIGHT = Weight(query=lambda: units(_limit(), LINKS_PER_UNIT))
 @keyed("SVC_CHAIN_UNAUTHORIZED")
 @charged(CHAIN_WEIGHT)
 def chain(caller: Caller, chain_id: str) -> Response:
-    return _answer(runtime().audit.chain_view(caller.scope, chain_id, _limit()))
+    return _answer(chain_view(runtime().audit, caller.scope, chain_id, _limit()))
 
 
 @routes.route(Endpoint(

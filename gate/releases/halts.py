@@ -17,7 +17,7 @@ version), which the signed event keeps, so the offline verifier judges that even
 did; a history cannot show rules, so an event that states nothing is judged by its label alone.
 
 Such a move of a halted version needs `override: "guardrail_halt"` and a `reason` in the signed
-event; an override on any other move is refused. `ReleaseService.act` raises the refusal (and asks
+event; an override on any other move is refused. `ReleaseMoves.act` raises the refusal (and asks
 the `admin` permission of an override, which a history cannot show), and `verify_history` reports
 it for an event of a signed history, so a history in which a halted version was made to serve
 without the override does not verify. A shadow never answers a decide: a halted version may be

@@ -1,10 +1,10 @@
-"""Audit chain reads: the chain view, record inclusion proofs and signed checkpoints.
+"""Audit chain reads: head checks, signed checkpoints and their witness log, and proofs.
 
-Everything here recomputes from storage; nothing is trusted because it was stored. The chain
-view's `verification` re-derives each retained link (leaf, rolling root, link hash, linkage),
-checks the links against the decisions they name (their stored record and receipt hashes, and
-the record hash recomputed from the stored record), and checks the head row and the RFC 6962
-tree root against the stored Merkle nodes.
+Everything here recomputes from storage; nothing is trusted because it was stored. Every read
+that builds proof material (packet export, inclusion and consistency proofs, published
+checkpoints) first checks the head row against the stored links and Merkle nodes and against
+the gate's checkpoint log (`AuditChainService.consistent_head`). The chain view and its
+verification of the retained links are `gate.services.chain_view`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from gate.chain.merkle import (
     consistency_proof,
     consistency_proof_from_nodes,
     inclusion_proof_from_nodes,
-    leaf_node,
     nodes_needed_for_consistency,
     nodes_needed_for_inclusion,
     nodes_needed_for_root,
@@ -44,14 +43,10 @@ from gate.clock import Clock, iso_ms
 from gate.errors import GateError, LedgerUnavailable
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger, StoredSnapshot
-from gate.ledger.lifecycle import LifecycleStore
 from gate.packets import ChainExcerpt, chain_window
-from gate.packets.members import ChainConsistency, ChainState
-from gate.privacy.removal import remainder_receipt_hash, removed
+from gate.packets.members import ChainConsistency
 from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_hex
-from gate.protocol.records import record_hash
 
-MAX_CHAIN_LIMIT = 1000
 log = logging.getLogger(__name__)
 
 
@@ -64,61 +59,6 @@ class SnapshotCheck(TypedDict):
     expected: str
     actual: str | None
     valid: bool
-
-
-class ExecutionLink(TypedDict):
-    """An Outcome Record of the chain view's window that names the execution receipt it follows."""
-
-    chain_position: object  # as the stored link states it
-    decision_id: str
-    outcome_id: str
-    outcome_hash: str
-    execution_receipt_id: str | None
-    execution_hash: str | None
-    valid: bool
-
-
-class ChainTree(TypedDict):
-    tree_algorithm: str
-    tree_size: int
-    root_hash: str | None
-
-
-class CheckpointLogState(TypedDict):
-    """Whether the gate keeps a checkpoint log, and the newest checkpoint of the chain it holds."""
-
-    enabled: bool
-    tree_size: int | None
-    root_hash: str | None
-
-
-class ChainViewWindow(TypedDict):
-    """The retained links' positions and the rolling state before the first, as stored."""
-
-    first_position: object
-    last_position: object
-    previous_link_hash: object
-    previous_merkle_root: object
-
-
-class ChainVerification(TypedDict):
-    valid: bool
-    checked_links: int
-    checks: dict[str, bool]
-    failures: list[dict[str, object]]
-
-
-class ChainView(ChainState):
-    """`AuditChainService.chain_view`: the caller's chain and its verification from storage."""
-
-    ok: bool
-    tree: ChainTree
-    checkpoint: Checkpoint | None
-    checkpoint_log: CheckpointLogState
-    links: list[dict[str, object]]
-    execution_links: list[ExecutionLink]
-    window: ChainViewWindow
-    verification: ChainVerification
 
 
 class PublishedCheckpoint(TypedDict):
@@ -441,177 +381,6 @@ class AuditChainService:
             checkpoint=self.checkpoint(chain_id, size, root),
         )
 
-    def chain_view(self, scope: str, chain_id: str, limit: int) -> ChainView | None:
-        """The caller's chain: retained links (newest `limit`), head, roots, checkpoint and a
-        verification recomputed from storage. None when the chain is not the caller's. A head
-        that contradicts its links or nodes is named (`chain_head`) and gets no checkpoint."""
-        with self.ledger.one_snapshot():  # head, links, nodes as of one instant (see `_checked_head`)
-            head = self.ledger.chain_head(chain_id)
-            if head is None or not owns_chain(head, scope, chain_id):
-                return None
-            head_failures = self.head_failures(chain_id, head)
-            size = head["size"] if type(head["size"]) is int and head["size"] >= 0 else 0
-            first = max(1, size - limit + 1)
-            rows = self.ledger.chain_links_window(chain_id, max(1, first - 1), size)
-            stored_links: list[dict[str, object]] = [json.loads(row["link_json"]) for row in rows]
-            previous = stored_links.pop(0) if first > 1 and stored_links else None
-            rows = rows[1:] if previous is not None else rows
-            checks, failures = self._verify_window(chain_id, head, rows, stored_links, previous)
-            execution_links = self._execution_links(stored_links, checks, failures)
-            checks["chain_head"] = not head_failures
-            failures += [{"check": name, "expected": "the head names the newest stored link and the stored tree",
-                          "actual": "differs"} for name in head_failures]
-            peaks_root = _root_or_none(head)
-            checks["tree_root"] = self._tree_root_matches(chain_id, size, peaks_root, failures)
-            held, witnessed = (self.witness_failures(chain_id, size, peaks_root)
-                               if not head_failures and peaks_root is not None else (None, []))
-            checks["checkpoint_log"] = not witnessed
-            failures += [{"check": name, "expected": {"tree_size": held["tree_size"], "root_hash": held["root_hash"]}
-                          if held else None, "actual": {"tree_size": size, "root_hash": peaks_root}}
-                         for name in witnessed]
-        signable = size and not head_failures and not witnessed
-        checkpoint = self.checkpoint(chain_id, size, peaks_root) if signable and peaks_root else None
-        return {
-            "ok": True,
-            "chain_id": chain_id,
-            "decision_chain_version": C.DECISION_CHAIN_VERSION,
-            "merkle_strategy": C.CHAIN_MERKLE_STRATEGY,
-            "chain_size": head["size"],
-            "merkle_root": head["merkle_root"],
-            "head_link_hash": head["head_link_hash"],
-            "tree": {"tree_algorithm": C.CHAIN_TREE_ALGORITHM, "tree_size": size, "root_hash": peaks_root},
-            "checkpoint": checkpoint,
-            "checkpoint_log": {"enabled": self.checkpoint_log is not None,
-                               "tree_size": held["tree_size"] if held else None,
-                               "root_hash": held["root_hash"] if held else None},
-            "links": stored_links,
-            "execution_links": execution_links,
-            "window": {
-                "first_position": stored_links[0]["chain_position"] if stored_links else None,
-                "last_position": stored_links[-1]["chain_position"] if stored_links else None,
-                "previous_link_hash": previous["link_hash"] if previous else None,
-                "previous_merkle_root": previous["merkle_root"] if previous else None,
-            },
-            "verification": {
-                "valid": all(checks.values()),
-                "checked_links": len(stored_links),
-                "checks": checks,
-                "failures": failures,
-            },
-        }
-
-    def _execution_links(self, links: list[dict[str, object]], checks: dict[str, bool],
-                         failures: list[dict[str, object]]) -> list[ExecutionLink]:
-        """The window's Outcome Records that name the execution receipt they follow (oldest
-        first, at most MAX_CHAIN_LIMIT), each `valid` when its link columns name a stored
-        execution receipt of the same decision with that hash; `execution_links` check: all are.
-        (The row seal and hosted verify bind the columns to the stored receipt.)"""
-        positions = {link.get("decision_id"): link.get("chain_position") for link in links}
-        rows = LifecycleStore(self.ledger).execution_links([str(name) for name in positions], limit=MAX_CHAIN_LIMIT)
-        shown: list[ExecutionLink] = []
-        for row in rows:
-            valid = (row["named_kind"] == "execution" and row["named_decision_id"] == row["decision_id"]
-                     and row["execution_hash"] is not None and row["named_hash"] == row["execution_hash"])
-            position = positions.get(row["decision_id"])
-            shown.append({"chain_position": position, "decision_id": row["decision_id"],
-                          "outcome_id": row["outcome_id"], "outcome_hash": row["outcome_hash"],
-                          "execution_receipt_id": row["execution_receipt_id"],
-                          "execution_hash": row["execution_hash"], "valid": valid})
-            if not valid:
-                failures.append({"chain_position": position, "check": "execution_links",
-                                 "expected": "an execution receipt of the same decision with this hash",
-                                 "actual": {"execution_receipt_id": row["execution_receipt_id"],
-                                            "execution_hash": row["execution_hash"]}})
-        checks["execution_links"] = all(item["valid"] for item in shown)
-        return shown
-
-    def _tree_root_matches(self, chain_id: str, size: int, peaks_root: str | None,
-                           failures: list[dict[str, object]]) -> bool:
-        """The root of the stored Merkle nodes equals the root of the head's peaks (else named)."""
-        try:
-            nodes_root: str | None = self.tree_root(chain_id, size)
-        except LookupError:
-            nodes_root = None
-        matches = peaks_root is not None and nodes_root == peaks_root
-        if not matches:
-            failures.append({"check": "tree_root", "expected": peaks_root, "actual": nodes_root})
-        return matches
-
-    def _check_snapshots(self, scope: str, links: list[dict[str, Any]], decisions: dict[str | None, dict[str, Any]],
-                         failures: list[dict[str, object]]) -> bool:
-        """Each rulebook snapshot a window decision was made under, re-hashed from its stored
-        body once per (rulebook id, version); a mismatch is named at every position using it."""
-        seen: dict[tuple[str, str, str], SnapshotCheck | None] = {}
-        valid = True
-        for link in links:
-            stored = decisions.get(str(link.get("decision_id")))
-            record = json.loads(stored["record_json"]) if stored else None
-            ref = _rulebook_ref(record)
-            if ref is None:
-                continue
-            if ref not in seen:
-                seen[ref] = rulebook_snapshot_check(self.ledger, scope, record)
-            check = seen[ref]
-            if check is not None and not check["valid"]:
-                valid = False
-                failures.append({"chain_position": link.get("chain_position"), "check": "rulebook_snapshot",
-                                 "rulebook_id": check["rulebook_id"], "version": check["version"],
-                                 "expected": check["expected"], "actual": check["actual"]})
-        return valid
-
-    def _verify_window(self, chain_id: str, head: dict[str, Any], rows: list[dict[str, Any]],
-                       links: list[dict[str, Any]], previous: dict[str, Any] | None,
-                       ) -> tuple[dict[str, bool], list[dict[str, object]]]:
-        result = verify_links(
-            links,
-            expected_start_previous_link_hash=previous["link_hash"] if previous else None,
-            expected_start_previous_root=previous["merkle_root"] if previous else None,
-        )
-        failures: list[dict[str, object]] = [dict(failure) for failure in result.failures]
-        checks = {"links": result.valid}
-        # Row columns must agree with the link JSON they index.
-        rows_ok = all(row["link_hash"] == link.get("link_hash") and row["leaf_hash"] == link.get("leaf_hash")
-                      and row["decision_id"] == link.get("decision_id") and row["chain_position"] == link.get("chain_position")
-                      for row, link in zip(rows, links, strict=False))
-        checks["link_rows"] = rows_ok
-        if not rows_ok:
-            failures.append({"check": "link_rows", "expected": "row columns equal the stored link", "actual": "differ"})
-        # Links must name the decisions as stored, and those decisions must still hash to it.
-        decisions = self.ledger.decision_hashes([link.get("decision_id") for link in links])
-        decisions_ok = True
-        for link in links:
-            stored = decisions.get(link.get("decision_id"))
-            recomputed = _bound_record_hash(json.loads(stored["record_json"])) if stored else None
-            # The decision's row must still be filed in this chain's scope (a row moved to
-            # another scope leaves this chain, and the other scope would read it).
-            if not stored or not (stored["record_hash"] == link.get("record_hash") == recomputed
-                                  and stored["receipt_hash"] == link.get("receipt_hash")
-                                  and stored["scope"] == head["scope"]):
-                decisions_ok = False
-                failures.append({"chain_position": link.get("chain_position"), "check": "decision_hashes",
-                                 "expected": link.get("record_hash"), "actual": recomputed})
-        checks["decision_hashes"] = decisions_ok
-        snapshots_ok = self._check_snapshots(head["scope"], links, decisions, failures)
-        checks["rulebook_snapshots"] = snapshots_ok
-        # The head row must be the last link.
-        last = links[-1] if links else None
-        head_ok = (last is None and head["size"] == 0) or (
-            last is not None and last.get("chain_position") == head["size"]
-            and last.get("link_hash") == head["head_link_hash"] and last.get("merkle_root") == head["merkle_root"])
-        checks["head"] = head_ok
-        if not head_ok:
-            failures.append({"check": "head", "expected": head["head_link_hash"],
-                             "actual": last.get("link_hash") if last else None})
-        # The stored leaf nodes must be the leaves of these links.
-        refs = [(0, link["chain_position"] - 1) for link in links if isinstance(link.get("chain_position"), int)]
-        nodes = self.ledger.merkle_nodes(chain_id, refs)
-        leaves_ok = all(nodes.get((0, link["chain_position"] - 1)) == leaf_node(link.get("leaf_hash", ""))
-                        for link in links if isinstance(link.get("chain_position"), int))
-        checks["tree_leaves"] = leaves_ok
-        if not leaves_ok:
-            failures.append({"check": "tree_leaves", "expected": "leaf nodes equal the links' leaves", "actual": "differ"})
-        return checks, failures
-
 
 def stored_tree_root(ledger: Ledger, chain_id: str, size: int) -> str:
     """RFC 6962 root of the first `size` leaves from the stored Merkle nodes (LookupError when
@@ -636,17 +405,7 @@ def chain_head_integrity(ledger: Ledger, chain_id: str, head: dict[str, Any]) ->
     return failures
 
 
-def _bound_record_hash(record: dict[str, Any]) -> str | None:
-    """The hash a stored record binds: recomputed from a whole record; a remainder's (its inputs
-    removed, docs/privacy.md "Retention") stated hash when its `receipt_hash` recomputes from the
-    kept hashes, so the chain still verifies its membership by hash."""
-    if removed(record) is None:
-        return record_hash(record)
-    stated = record.get("record_hash")
-    return stated if isinstance(stated, str) and remainder_receipt_hash(record) == record.get("receipt_hash") else None
-
-
-def _rulebook_ref(record: Any) -> tuple[str, str, str] | None:
+def rulebook_ref(record: Any) -> tuple[str, str, str] | None:
     """(id, version, hash) of the rulebook a record was decided under, or None (no rulebook)."""
     ref = record.get("rulebook") if isinstance(record, dict) else None
     if not isinstance(ref, dict) or not all(isinstance(ref.get(name), str) for name in ("id", "version", "hash")):
@@ -670,7 +429,7 @@ def rulebook_snapshot_check(ledger: Ledger, scope: str, record: Any) -> Snapshot
     without a rulebook, else ``{rulebook_id, version, expected, actual, valid}`` where
     `expected` is the record's rulebook hash and `actual` the recomputed body hash (None when the
     snapshot is missing or unreadable). Read afresh, never from a cache."""
-    ref = _rulebook_ref(record)
+    ref = rulebook_ref(record)
     if ref is None:
         return None
     rulebook_id, version, expected = ref
@@ -687,14 +446,6 @@ def chain_tree_root(head: dict[str, Any]) -> str:
 
 
 _peaks_root = chain_tree_root
-
-
-def _root_or_none(head: dict[str, Any]) -> str | None:
-    """`chain_tree_root`, or None when the head's peaks are not a compact range of its size."""
-    try:
-        return chain_tree_root(head)
-    except (LookupError, ValueError, TypeError):
-        return None
 
 
 def owns_chain(head: dict[str, Any] | None, scope: str, chain_id: str) -> bool:

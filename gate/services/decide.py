@@ -44,7 +44,7 @@ from gate.services.pipeline import (
     DecisionPipeline,
     fingerprint,
 )
-from gate.services.releases import ReleaseService, Routed
+from gate.services.release_routing import ReleaseRouter, Routed
 from gate.services.snapshots import RulebookSnapshots
 
 
@@ -78,12 +78,12 @@ class DecisionService:
         advisory: AdvisoryService | None = None,
         hold_opener: HoldOpener,
         snapshots: RulebookSnapshots,
-        releases: ReleaseService | None = None,
+        releases: ReleaseRouter | None = None,
     ) -> None:
         """Built by the composition root (`gate.services.root.decision_services`), which builds
-        the rulebook `snapshots` and the `hold_opener` once. `releases`: the release service that
-        routes decides by reference and runs shadows and canaries (docs/releases.md), built on the
-        same `snapshots`; None: inline decides only."""
+        the rulebook `snapshots` and the `hold_opener` once. `releases`: the release service's router
+        (`ReleaseService.router`), which routes decides by reference and runs shadows and canaries
+        (docs/releases.md), built on the same `snapshots`; None: inline decides only."""
         self.ledger = ledger
         self.signing = signing
         self.schema_url = schema_url

@@ -99,7 +99,7 @@ class SourceAlert(TypedDict):
 
 
 class GuardrailAlert(TypedDict):
-    """An alert for a canary its guardrail halted (`ReleaseService.guardrail_alerts`)."""
+    """An alert for a canary its guardrail halted (`ReleaseGuardrails.guardrail_alerts`)."""
 
     alert_id: str
     source: str

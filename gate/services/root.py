@@ -41,13 +41,15 @@ if TYPE_CHECKING:  # the services bring the ledger (SQLAlchemy): loaded when the
     from gate.services.operations import AnomalySource, PilotService, PolicyAlertService, ProofMetricsService
     from gate.services.periodic import PeriodicWorker
     from gate.services.privacy import PrivacyService
+    from gate.services.release_reads import Snapshots
     from gate.services.releases import ReleaseService
     from gate.services.replay import ReplayService
     from gate.services.scope_events import ScopeEventService
     from gate.services.subjects import SubjectService
 
 __all__ = ["DecisionServices", "ServingServices", "advisory_service", "decision_services", "erasure_service",
-           "event_service", "hold_service", "key_service", "ledger_of", "live_signing", "serving_services", "signing_setup", "subject_service"]
+           "event_service", "hold_service", "key_service", "ledger_of", "live_signing", "release_service", "serving_services",
+           "signing_setup", "subject_service"]
 
 # A webhook delivery attempted: (delivered, retried), the serving process's metrics (api.metrics).
 AttemptHook = Callable[[bool, bool], None]
@@ -143,7 +145,6 @@ def decision_services(ledger: Ledger, signing: SigningSetup | LiveSigning, *, se
     from gate.services.decide import DecisionService
     from gate.services.governance import GovernanceService
     from gate.services.holds import DeferredOpener, HoldOpener
-    from gate.services.releases import ReleaseService
     from gate.services.snapshots import RulebookSnapshots
 
     schema_url, advisory = C.RULEBOOK_SCHEMA_PATH, None
@@ -166,13 +167,36 @@ def decision_services(ledger: Ledger, signing: SigningSetup | LiveSigning, *, se
     governance = GovernanceService(ledger, signing, clock, witness=witness)
     inbox_base = settings.workbench_url if settings is not None else None
     opener = (DeferredOpener if deferred_holds else HoldOpener)(ledger, governance, inbox_base)
-    release_service = (ReleaseService(ledger, signing, snapshots=snapshots, clock=clock, witness=witness,
-                                      safeguards=governance, on_trip=on_trip) if releases else None)
+    releasing = (release_service(ledger, signing, snapshots=snapshots, clock=clock, witness=witness,
+                                 governance=governance, on_trip=on_trip) if releases else None)
     service = DecisionService(ledger, signing, schema_url=schema_url, clock=clock, ids=ids, adapters=adapters,
                               confidence=True if confidence is None else confidence, advisory=advisory,
-                              hold_opener=opener, snapshots=snapshots, releases=release_service)
-    return _beside(service, release_service, Shared(ledger, signing, witness, governance, opener), settings,
+                              hold_opener=opener, snapshots=snapshots,
+                              releases=releasing.router if releasing is not None else None)
+    return _beside(service, releasing, Shared(ledger, signing, witness, governance, opener), settings,
                    allow_hosts, on_attempt)
+
+
+def release_service(ledger: Ledger, signing: SigningSetup | LiveSigning, *, snapshots: Snapshots, clock: Clock,
+                    witness: EventChainWitness, governance: GovernanceService, cache_seconds: float | None = None,
+                    on_trip: Callable[..., Any] | None = None) -> ReleaseService:
+    """The release service and its parts, each built once here over the shared `snapshots`,
+    `witness` and `governance`: the reader (its states cached for `cache_seconds`, default
+    `gate.services.release_reads.CACHE_SECONDS`; a test passes another worker's), the moves, the
+    guardrails (`on_trip` called when one halts a canary) and the decide path's router.
+    `decision_services` builds it; the release tests build it alone, as another worker would."""
+    from gate.services.release_guards import ReleaseGuardrails
+    from gate.services.release_moves import ReleaseMoves
+    from gate.services.release_reads import CACHE_SECONDS, ReleaseReader
+    from gate.services.release_routing import ReleaseRouter
+    from gate.services.releases import ReleaseService
+
+    reader = ReleaseReader(ledger, snapshots, witness, governance,
+                           CACHE_SECONDS if cache_seconds is None else cache_seconds)
+    moves = ReleaseMoves(reader, signing, clock)
+    guardrails = ReleaseGuardrails(reader, moves, on_trip)
+    return ReleaseService(reader, moves, guardrails, ReleaseRouter(reader, guardrails), snapshots=snapshots,
+                          safeguards=governance)
 
 
 @dataclass(frozen=True)
@@ -196,7 +220,7 @@ def _beside(service: DecisionService, release_service: ReleaseService | None, sh
     ledger, signing, clock = shared.ledger, shared.signing, service.clock
     holds = HoldService(ledger, signing, clock, witness=shared.witness, governance=shared.governance,
                         opener=shared.opener)
-    lifecycle = LifecycleService(ledger, clock, signing, after_outcome=release_service.after_outcome
+    lifecycle = LifecycleService(ledger, clock, signing, after_outcome=release_service.guardrails.after_outcome
                                  if release_service is not None else None)
     privacy = privacy_service(ledger, shared.governance, settings) if settings is not None else None
     events = event_service(ledger, signing, clock, settings=settings, allow_hosts=allow_hosts, on_attempt=on_attempt,
@@ -338,7 +362,7 @@ def serving_services(core: DecisionServices, ledger: Ledger, signing: SigningSet
 
     releases, clock = core.release_service(), core.decisions.clock
     policy_alerts = PolicyAlertService(ledger, clock, anomalies, max_age_days=settings.policy_source_max_age_days,
-                                       release_alerts=releases.guardrail_alerts)
+                                       release_alerts=releases.guardrails.guardrail_alerts)
     scope_events = ScopeEventService(ledger, clock, alerts=lambda scope: policy_alerts.alerts(scope, None)["alerts"],
                                      governance=core.governance if signing else None)
     privacy = core.privacy  # the core's, built with the settings (a loosened rule is governed, issue 67)

@@ -31,7 +31,7 @@ def gate_home(tmp_path, monkeypatch):
     subprocess.run([GATE, "keys", "signing-init"], env=env, check=True, capture_output=True, timeout=120)
     settings = Settings.from_env(env)
     app = create_app(settings)
-    app.extensions["gate"].releases.cache_seconds = 0
+    app.extensions["gate"].releases.reader.cache_seconds = 0
     key = create_key(settings, "shop", "growth", 10_000, None, None, ALL, "service:shop-releaser")["api_key"]
     yield home, env, Api(app.test_client(), key)
     app.extensions["gate"].ledger.dispose()

@@ -27,7 +27,7 @@ from gate.protocol.canonical import MAX_JSON_DEPTH
 from gate.protocol.fact_limits import MAX_FACT_ARRAY_LENGTH, MAX_FACT_STRING_LENGTH, MAX_FACT_VALUES
 from gate.protocol.requests import prepare_decision_request
 from gate.rulebook.patterns import load_patterns
-from gate.services.releases import checked_ref
+from gate.services.release_routing import checked_ref
 
 PATTERNS = load_patterns()
 PATTERN = PATTERNS.patterns[0].pattern_id

@@ -24,7 +24,9 @@ from gate.services.chains import EventChainWitness
 from gate.services.decide import Caller, DecisionService
 from gate.services.governance import GovernanceService
 from gate.services.holds import HoldOpener
-from gate.services.releases import CACHE_SECONDS, ReleaseService
+from gate.services.release_reads import CACHE_SECONDS
+from gate.services.releases import ReleaseService
+from gate.services.root import release_service as composed_release_service
 from gate.services.snapshots import RulebookSnapshots
 from tests.releases.support import version
 
@@ -126,7 +128,7 @@ def build_world(database_url: str, home: Path, *, signing: SigningSetup | None =
     snapshots = RulebookSnapshots(ledger, signing, clock)  # in their order, as gate.services.root builds them
     releases = release_service(ledger, signing, snapshots, clock, cache_seconds=cache_seconds,
                                on_trip=lambda *args: trips.append(args))
-    decisions = DecisionService(ledger, signing, clock=clock, snapshots=snapshots, releases=releases,
+    decisions = DecisionService(ledger, signing, clock=clock, snapshots=snapshots, releases=releases.router,
                                 hold_opener=HoldOpener(ledger, releases.safeguards))
 
     return World(ledger, signing, clock, decisions, releases, trips)
@@ -135,12 +137,12 @@ def build_world(database_url: str, home: Path, *, signing: SigningSetup | None =
 def release_service(ledger: Ledger, signing: SigningSetup, snapshots: RulebookSnapshots, clock: AnyClock, *,
                     cache_seconds: float = CACHE_SECONDS, on_trip: Any = None,
                     checkpoint_log: Path | None = None) -> ReleaseService:
-    """A release service wired as `gate.services.root` wires it (its witness and governed-change
-    service built beside it), here with the test's cache bound: another worker's."""
+    """A release service built by `gate.services.root.release_service` (its witness and
+    governed-change service built beside it), here with the test's cache bound: another worker's."""
     witness = EventChainWitness(signing, clock, checkpoint_log)
-    return ReleaseService(ledger, signing, snapshots=snapshots, clock=clock, witness=witness,
-                          safeguards=GovernanceService(ledger, signing, clock, cache_seconds, witness),
-                          cache_seconds=cache_seconds, on_trip=on_trip)
+    governance = GovernanceService(ledger, signing, clock, cache_seconds, witness)
+    return composed_release_service(ledger, signing, snapshots=snapshots, clock=clock, witness=witness,
+                                    governance=governance, cache_seconds=cache_seconds, on_trip=on_trip)
 
 
 def two_versions(world: World) -> dict[str, str]:

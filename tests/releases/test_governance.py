@@ -183,7 +183,7 @@ def test_a_version_its_guardrail_halted_needs_an_admin_override_with_a_reason(ap
     key_a.act("canary", version="v2", percent=10)
     releases = app.extensions["gate"].releases
     scope = _scope(client, key_a)
-    # What the guardrail's own halt records (ReleaseService._halt_for), as the guardrail.
+    # What the guardrail's own halt records (ReleaseGuardrails._halt_for), as the guardrail.
     releases.act(scope, Principal.guardrail(), frozenset({"release"}), "pricing_exception",
                  {"action": "halt", "reason": "guardrail tripped: failure_rate",
                   "evidence": {"canary_version": "v2", "tripped": ["failure_rate"]}})

@@ -32,7 +32,7 @@ SCOPE = "tenant_a"  # issue_key's scope
 
 @pytest.fixture
 def admin(client, issue_key):
-    client.application.extensions["gate"].releases.cache_seconds = 0
+    client.application.extensions["gate"].releases.reader.cache_seconds = 0
     return Api(client, issue_key(permissions=ALL)["api_key"])
 
 
@@ -222,7 +222,7 @@ def _forged(client, history: dict[str, Any], principal: Principal, **body: Any) 
     move = {"action": "rollback", "actor": principal.actor, "created_at": "2026-11-27T00:00:00.000Z", **body}
     inputs = EventInputs(last["scope_hash"], body.get("reason"), principal=principal,
                          governance_seq=last["governance_seq"], override=body.get("override"))
-    signer = client.application.extensions["gate"].releases.signing.receipt_signer()
+    signer = client.application.extensions["gate"].releases.moves.signing.receipt_signer()
     event, _after = build_event(state, action_of(move), inputs, signer)
     return {**history, "events": [*events, event]}
 
@@ -260,7 +260,7 @@ def test_gate_verify_flags_a_forged_history_that_revives_the_halted_version(clie
         event.pop(member)
     from gate.chain.sealing import seal
 
-    seal(event, client.application.extensions["gate"].releases.signing.receipt_signer())
+    seal(event, client.application.extensions["gate"].releases.moves.signing.receipt_signer())
     run = _verify(gate_env, tmp_path, registry, stripped, "stripped.json")
     assert run.returncode == 1 and "NOT VERIFIED" in run.stdout
     assert (f"event {seq}: lacks the principal every event carries since event 1 (the form before issue 42 cannot "

@@ -21,7 +21,7 @@ from tests.releases.test_releases_api import author_key_id
 
 @pytest.fixture
 def author(client, issue_key):
-    client.application.extensions["gate"].releases.cache_seconds = 0
+    client.application.extensions["gate"].releases.reader.cache_seconds = 0
     return Api(client, issue_key(permissions=ALL)["api_key"])
 
 
@@ -263,10 +263,10 @@ def test_a_stale_guardrail_check_replays_its_halt_and_stops_nothing_started_sinc
     assert releases.state("tenant_a", "pricing_exception", fresh=True).canary is None
     assert author.act("shadow", version="v3").status_code == 201
     before = author.status().json["history"]
-    report = evaluate(*releases._arm_counts("tenant_a", state))
+    report = evaluate(*releases.guardrails.arm_counts("tenant_a", state))
     assert report.tripped == ("failure_rate",)
     # The stale racer: its evidence (no trigger) differs from the recorded halt's under the same key.
-    releases._halt_for("tenant_a", "pricing_exception", state.canary, report, None)
+    releases.guardrails._halt_for("tenant_a", "pricing_exception", state.canary, report, None)
     after = author.status().json
     assert after["history"] == before and after["state"]["shadow"]["version"] == "v3"
 
@@ -282,7 +282,7 @@ def test_a_guardrail_check_that_finds_the_canary_halted_by_a_person_does_nothing
     assert report.tripped == ("failure_rate",)
     assert author.act("halt", reason="by hand").status_code == 201
     before = author.status().json["history"]
-    releases._halt_for("tenant_a", "pricing_exception", canary, report, None)  # checked before the person's halt
+    releases.guardrails._halt_for("tenant_a", "pricing_exception", canary, report, None)  # checked before the person's halt
     assert author.status().json["history"] == before
 
 
@@ -292,7 +292,7 @@ def test_an_outcome_of_a_pinned_decision_runs_no_guardrail(client, author):
     # a decision pinned to a version is outside the canary's arms: it runs no check.
     arms = _canary(author, 30, version("v2", approve_limit=10))
     releases = client.application.extensions["gate"].releases
-    assert releases._canary_decides[("tenant_a", "pricing_exception")] < 50
+    assert releases.guardrails._canary_decides[("tenant_a", "pricing_exception")] < 50
     pinned = author.decide(by_reference(version_name="v1", subject="pinned-1")).json
     assert pinned["release_arm"]["arm"] == "pinned"
     assert author.outcome(pinned, "failed").status_code == 201

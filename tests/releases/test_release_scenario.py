@@ -20,7 +20,7 @@ def test_publish_shadow_canary_guardrail_halt_rollback_and_offline_verification(
     client = app.test_client()
     author = Api(client, issue_key(plan="growth", permissions=ALL)["api_key"])
     releases = app.extensions["gate"].releases
-    releases.cache_seconds = 0  # the test reads its own transitions at once (one process anyway)
+    releases.reader.cache_seconds = 0  # the test reads its own transitions at once (one process anyway)
 
     # v1 published and activated; decide by reference.
     assert author.publish(version("v1")).status_code == 201

@@ -24,15 +24,16 @@ from gate.releases.policy import ReleasePolicy
 from gate.services.chains import EventChainWitness
 from gate.services.governance import GovernanceService, check_reason
 from gate.services.governance import announcement as governance_announcement
-from gate.services.releases import (
-    CACHE_SECONDS,
+from gate.services.release_moves import (
     RELEASE_DENIED,
-    ReleaseService,
+    ReleaseMoves,
     _body_problems,
     _require,
     _utc,
     announcement,
 )
+from gate.services.release_reads import CACHE_SECONDS
+from gate.services.root import release_service as composed_release_service
 from tests.releases.service_support import (
     EVERY_RIGHT,
     KEY_A,
@@ -154,9 +155,10 @@ def test_a_service_built_with_the_defaults_caches_for_its_bound_and_trips_no_hoo
 
     clock = SystemClock()
     witness = EventChainWitness(world.signing, clock, None)
-    bare = ReleaseService(world.ledger, world.signing, snapshots=world.decisions.snapshots, clock=clock,
-                          witness=witness, safeguards=GovernanceService(world.ledger, world.signing, clock, witness=witness))
-    assert bare.clock is clock and bare.cache_seconds == CACHE_SECONDS and bare.on_trip is None
+    bare = composed_release_service(world.ledger, world.signing, snapshots=world.decisions.snapshots, clock=clock,
+                                    witness=witness,
+                                    governance=GovernanceService(world.ledger, world.signing, clock, witness=witness))
+    assert bare.moves.clock is clock and bare.reader.cache_seconds == CACHE_SECONDS and bare.guardrails.on_trip is None
     assert bare.state(SCOPE, RULEBOOK_ID) == ReleaseState(RULEBOOK_ID)
 
 
@@ -228,14 +230,14 @@ def test_body_problems_name_each_wrong_member_in_order(body, problems):
 
 
 def test_a_checked_body_drops_null_members_and_refuses_the_rest():
-    checked = ReleaseService._checked_body({"action": "halt", "reason": None, "evidence": {"a": 1}, "percent": None})
+    checked = ReleaseMoves._checked_body({"action": "halt", "reason": None, "evidence": {"a": 1}, "percent": None})
     assert checked == {"action": "halt", "evidence": {"a": 1}}
-    assert _refusal(lambda: ReleaseService._checked_body(["halt"]), "RELEASE_ACTION_INVALID").message == (
+    assert _refusal(lambda: ReleaseMoves._checked_body(["halt"]), "RELEASE_ACTION_INVALID").message == (
         "the body must be a JSON object")
-    unknown = _refusal(lambda: ReleaseService._checked_body({"action": "halt", "zeta": 1, "alpha": 2}),
+    unknown = _refusal(lambda: ReleaseMoves._checked_body({"action": "halt", "zeta": 1, "alpha": 2}),
                        "RELEASE_ACTION_INVALID")
     assert unknown.message == "unknown member(s): alpha, zeta" and "problems" not in unknown.details
-    bad = _refusal(lambda: ReleaseService._checked_body({"action": "halt", "reason": "", "percent": "x"}),
+    bad = _refusal(lambda: ReleaseMoves._checked_body({"action": "halt", "reason": "", "percent": "x"}),
                    "RELEASE_ACTION_INVALID")
     assert bad.message == "percent must be a number"
     assert bad.details == {"problems": ["percent must be a number", "reason must be a string of 1 to 500 characters"]}
@@ -257,12 +259,12 @@ def test_publishing_needs_the_publish_permission_and_binds_once(world: World):
 
 def test_a_version_is_resolved_to_its_published_hash(world: World):
     hashes = two_versions(world)
-    assert world.releases._version(SCOPE, RULEBOOK_ID, "v2") == Version("v2", hashes["v2"])
+    assert world.releases.reader.version(SCOPE, RULEBOOK_ID, "v2") == Version("v2", hashes["v2"])
     for bad in ("", None, 5):
-        _refusal(lambda bad=bad: world.releases._version(SCOPE, RULEBOOK_ID, bad), "RELEASE_ACTION_INVALID")
-    missing = _refusal(lambda: world.releases._version(SCOPE, RULEBOOK_ID, "v9"), "RULEBOOK_NOT_FOUND")
+        _refusal(lambda bad=bad: world.releases.reader.version(SCOPE, RULEBOOK_ID, bad), "RELEASE_ACTION_INVALID")
+    missing = _refusal(lambda: world.releases.reader.version(SCOPE, RULEBOOK_ID, "v9"), "RULEBOOK_NOT_FOUND")
     assert "'v9'" in missing.message
-    _refusal(lambda: world.releases._version("other", RULEBOOK_ID, "v1"), "RULEBOOK_NOT_FOUND")
+    _refusal(lambda: world.releases.reader.version("other", RULEBOOK_ID, "v1"), "RULEBOOK_NOT_FOUND")
 
 
 def test_an_unknown_rulebook_or_a_non_string_id_is_not_found(world: World):
@@ -272,7 +274,7 @@ def test_an_unknown_rulebook_or_a_non_string_id_is_not_found(world: World):
                                                                     {"action": "halt"}), "RULEBOOK_NOT_FOUND")
     _refusal(lambda: world.releases.history_document("other", RULEBOOK_ID), "RULEBOOK_NOT_FOUND")
     _refusal(lambda: world.releases.status("other", RULEBOOK_ID), "RULEBOOK_NOT_FOUND")
-    world.releases._known(SCOPE, RULEBOOK_ID)
+    world.releases.reader.known(SCOPE, RULEBOOK_ID)
 
 
 def test_the_release_state_is_cached_until_a_fresh_read(world: World):
@@ -299,11 +301,11 @@ def test_a_worker_without_a_cache_reads_every_transition_at_once(world: World):
 def test_the_caches_are_cleared_when_they_reach_4096_entries(world: World):
     releases = world.releases
     stale = (1e18, ReleaseState("x"))
-    releases._cache.update({("s", str(n)): stale for n in range(4095)})
+    releases.reader._cache.update({("s", str(n)): stale for n in range(4095)})
     releases.state(SCOPE, RULEBOOK_ID)
-    assert len(releases._cache) == 4096
+    assert len(releases.reader._cache) == 4096
     releases.state(SCOPE, "another")
-    assert list(releases._cache) == [(SCOPE, "another")]
+    assert list(releases.reader._cache) == [(SCOPE, "another")]
     releases.safeguards._cache.update({str(n): (1e18, None) for n in range(4095)})
     releases.governance(SCOPE)
     assert len(releases.safeguards._cache) == 4096
@@ -367,7 +369,7 @@ def test_an_action_writes_its_signed_event_its_row_and_its_announcement(world: W
         "previous_event_hash": None, "principal": {"kind": "api_key", "id": "key_a"}, "governance_seq": 0,
         "override": None, "scope_hash": scope_hash(SCOPE), "rulebook_id": RULEBOOK_ID}
     assert event["key_id"] == world.signing.receipt_signer().key_id and event["signature"]
-    row = world.releases.store.by_idempotency(SCOPE, RULEBOOK_ID, "rel-1")
+    row = world.releases.reader.store.by_idempotency(SCOPE, RULEBOOK_ID, "rel-1")
     request_hash = sha256_hex({"actor": "key_a", "body": {"action": "activate", "version": "v1", "reason": "first"}})
     assert {k: row[k] for k in ("scope", "rulebook_id", "seq", "action", "event_hash", "idempotency_key",
                                 "request_hash", "created_at", "event_json")} == {
@@ -400,7 +402,7 @@ def test_the_same_idempotency_key_replays_only_the_same_request_of_the_same_prin
 
 def test_a_transition_that_loses_a_race_is_retried_on_the_new_head_eight_times_at_most(world: World, monkeypatch):
     two_versions(world)
-    store, append = world.releases.store, world.releases.store.append
+    store, append = world.releases.reader.store, world.releases.reader.store.append
     calls = []
 
     def lose_once(row, announce=None):
@@ -591,7 +593,7 @@ def test_a_policy_change_is_a_signed_governance_event_with_its_row_and_announcem
     assert event["key_id"] == world.signing.receipt_signer().key_id
     assert (state.seq, state.head_event_hash, state.policy) == (1, event["event_hash"],
                                                                 ReleasePolicy(require_approval=True))
-    [row] = world.releases.store.events(SCOPE, GOVERNANCE_ID)
+    [row] = world.releases.reader.store.events(SCOPE, GOVERNANCE_ID)
     assert {k: row[k] for k in ("scope", "rulebook_id", "seq", "action", "event_hash", "idempotency_key",
                                 "request_hash", "created_at", "event_json")} == {
         "scope": SCOPE, "rulebook_id": GOVERNANCE_ID, "seq": 1, "action": "policy_set",

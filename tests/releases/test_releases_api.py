@@ -176,7 +176,7 @@ def test_superseded_inline_decides_say_so_and_an_opted_in_scope_refuses_them(cli
     current = author.decide(inline(version("v2", approve_limit=10)))
     assert current.status_code == 200 and "x-decision-rulebook-superseded-by" not in current.headers
     client.patch("/api/decision/release-policy", json={"refuse_superseded_inline": True}, headers=author.headers())
-    author.client.application.extensions["gate"].releases.cache_seconds = 0
+    author.client.application.extensions["gate"].releases.reader.cache_seconds = 0
     refused = author.decide(inline(version("v1")))
     assert refused.status_code == 409 and refused.json["error"] == "RULEBOOK_SUPERSEDED"
     assert refused.json["active_version"] == "v2"

@@ -100,7 +100,7 @@ def test_the_api_services_share_one_governance_opener_and_witness(make_app):
     assert runtime.events.privacy is runtime.privacy
     assert runtime.service.pipeline.holds is runtime.holds.opener
     assert runtime.holds.opener.safeguards is governance
-    assert runtime.holds.witness is runtime.releases.witness is governance.store.witness
+    assert runtime.holds.witness is runtime.releases.reader.witness is governance.store.witness
 
 
 def test_the_api_services_read_the_one_clock_they_were_built_with(make_app):
@@ -112,7 +112,7 @@ def test_the_api_services_read_the_one_clock_they_were_built_with(make_app):
     assert {name: service.clock for name, service in readers.items()} == dict.fromkeys(readers, clock)
     assert runtime.replays.decisions is runtime.service
     # An outcome reported through the API reaches the canary guardrails of the one release service.
-    assert runtime.lifecycle.after_outcome == runtime.releases.after_outcome
+    assert runtime.lifecycle.after_outcome == runtime.releases.guardrails.after_outcome
 
 
 def test_the_api_workers_follow_the_dispatch_setting(make_app):
@@ -136,7 +136,7 @@ def test_the_workbench_store_is_wired_as_the_api_is(tmp_path):
                                webhook_allow_hosts=("hooks.example",), checkpoint_log=log)
         assert {store.service.clock, store.lifecycle.clock, store.holds.clock, store.events.clock,
                 store.audit.clock} == {clock}
-        assert store.lifecycle.after_outcome == store.releases.after_outcome
+        assert store.lifecycle.after_outcome == store.releases.guardrails.after_outcome
         assert store.events.allow_hosts == frozenset({"hooks.example"})
         assert store.holds.witness.checkpoint_log == log and store.audit.checkpoint_log == log
     finally:

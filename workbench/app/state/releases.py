@@ -18,13 +18,13 @@ import param
 from gate.errors import GateError
 from gate.principals import Permission
 from gate.releases.model import PendingJSON, ReleaseStateJSON
-from gate.services.releases import RELEASE_DENIED
+from gate.services.release_moves import RELEASE_DENIED
 from workbench.app.access import Rights
 from workbench.app.store import WorkbenchStore
 from workbench.migration.impact import headline
 
 CONFIRMED_ACTIONS = ("activate", "canary", "approve")  # asked for confirmation before they are sent
-# A move the page offers, and the permission each needs (gate.services.releases: approve needs
+# A move the page offers, and the permission each needs (gate.services.release_moves: approve needs
 # approve, the rest release): a misspelt move, like a misspelt permission, is a type error.
 Move = Literal["approve", "shadow", "canary", "activate", "halt", "rollback"]
 MOVE_PERMISSION: dict[Move, Permission] = {"approve": "approve", "shadow": "release", "canary": "release",
