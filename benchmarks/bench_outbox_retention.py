@@ -126,7 +126,7 @@ def _ledger(kind: str, days: int, scale: int, pass_hours: int) -> dict[str, Any]
             service.outbox.update_subscription(view["subscription_id"], {"cursor": head})
             clock.at += span
             if clock.at.hour == 0:  # a simulated day ends: its figures, after that day's last pass
-                figures = service.outbox.figures()
+                figures = service.outbox_retention.figures()
                 physical, partitions = _physical(ledger, kind)
                 days_out.append({"day": (clock.at - START).days, "rows": figures["rows"], "bytes": figures["bytes"],
                                  "physical_bytes": physical, "partitions": partitions, "pruned_last_pass": pruned,

@@ -47,6 +47,7 @@ from gate.events.webhook import Connections, Delivery, post
 from gate.governance.table import EVENT_SUBSCRIPTIONS
 from gate.ledger import Ledger
 from gate.ledger.outbox import Outbox, event_types_of
+from gate.ledger.outbox_retention import OutboxRetention
 from gate.principals import Permissions, Principal
 from gate.protocol.canonical import canonical_text
 from gate.releases.governance import GovernanceEvent, refusal_code
@@ -167,6 +168,7 @@ class EventService:
         (None: subscriptions change directly); `privacy` masks every delivery by the scope's
         `events` rule (docs/privacy.md; None: the rows leave as stored)."""
         self.outbox = Outbox(ledger)
+        self.outbox_retention = OutboxRetention(ledger)
         self.retention_days = retention_days  # 0: events are kept for ever
         self.retention_bytes = retention_bytes  # GATE_EVENTS_RETENTION_BYTES; 0: no size bound
         # A pass holds each subscription it delivers for this long (GATE_EVENTS_LEASE_SECONDS); a
@@ -337,7 +339,7 @@ class EventService:
     def read(self, scope: str, after: int, limit: int) -> list[dict[str, Any]]:
         """The scope's events after `after`, oldest first (`GET /api/events`); EVENTS_PRUNED when
         events after `after` were pruned (the reader would otherwise miss them without knowing)."""
-        pruned, _ = self.outbox.pruned(scope)
+        pruned, _ = self.outbox_retention.pruned(scope)
         if after < pruned:
             raise _pruned(pruned, f"reading after {after}", self.retention_days)
         return self.outbox.events_after(scope, after, limit)
@@ -350,7 +352,7 @@ class EventService:
             raise _invalid("a replay names {\"seq\": n} or {\"since\": time, \"until\": time}")
         if "seq" in body:
             seq = body["seq"]
-            pruned, _ = self.outbox.pruned(scope)
+            pruned, _ = self.outbox_retention.pruned(scope)
             if isinstance(seq, int) and not isinstance(seq, bool) and 0 < seq <= pruned:
                 raise _pruned(pruned, f"a replay of {seq}", self.retention_days)
             if not isinstance(seq, int) or isinstance(seq, bool) or self.outbox.event(scope, seq) is None:
@@ -362,7 +364,7 @@ class EventService:
                 first, last = iso_ms(_utc(str(since))), iso_ms(_utc(str(until)))
             except ValueError:
                 raise _invalid("since and until must be ISO 8601 times") from None
-            pruned, pruned_at = self.outbox.pruned(scope)
+            pruned, pruned_at = self.outbox_retention.pruned(scope)
             if pruned_at is not None and first <= pruned_at:
                 raise _pruned(pruned, f"a replay since {first}", self.retention_days)
             seqs = self.outbox.seqs_between(scope, first, last)[:MAX_REPLAY_EVENTS + 1]
@@ -393,7 +395,7 @@ class EventService:
 
     def prune(self, held_streams: Sequence[str] = ()) -> int:
         """One pass of the retention (the `event-retention` worker), in one transaction over every
-        scope (`Outbox.prune_pass`): the events older than `retention_days` that every active
+        scope (`OutboxRetention.prune_pass`): the events older than `retention_days` that every active
         subscription (and each of `held_streams`, the stream cursors this gate publishes from) has
         settled, and, with `retention_bytes`, the oldest beyond the size bound (settled first;
         undelivered ones counted and logged), deleted by sequence ranges in one statement
@@ -404,9 +406,9 @@ class EventService:
             return 0
         now = self.clock.now()
         cutoff = iso_ms(now - timedelta(days=self.retention_days)) if self.retention_days > 0 else ""
-        done = self.outbox.prune_pass(cutoff, held_streams, self.retention_bytes, now.date())
+        done = self.outbox_retention.prune_pass(cutoff, held_streams, self.retention_bytes, now.date())
         if done.events:
-            self.outbox.return_space()
+            self.outbox_retention.return_space()
             log.info("event retention: %d event(s), %d bytes pruned (%d partition(s) dropped whole)", done.events,
                      done.bytes, done.partitions)
         for scope, (first, last) in done.dropped.items():
@@ -424,8 +426,8 @@ class EventService:
         so `deliveries` reads the same after. Returns how many were deleted."""
         deleted = _in_batches(
             (row["subscription_id"] for row in self.outbox.subscriptions()),
-            lambda sub: self.outbox.attempts_prunable(sub, cutoff, ATTEMPTS_KEPT),
-            lambda sub, batch: self.outbox.prune_attempts_batch(sub, cutoff, ATTEMPTS_KEPT, batch))
+            lambda sub: self.outbox_retention.attempts_prunable(sub, cutoff, ATTEMPTS_KEPT),
+            lambda sub, batch: self.outbox_retention.prune_attempts_batch(sub, cutoff, ATTEMPTS_KEPT, batch))
         if deleted:
             log.info("event retention: %d delivery attempt(s) made before %s pruned", deleted, cutoff)
         return deleted

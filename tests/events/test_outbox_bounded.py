@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import func, select, text
 
 from gate.ledger import Ledger
-from gate.ledger.outbox import ROW_BYTES
 from gate.ledger.outbox_partitions import day_partitions, ensure_partitions
+from gate.ledger.outbox_retention import ROW_BYTES
 from gate.ledger.outbox_write import append_event
 from gate.ledger.tables import event_outbox
 from gate.services.events import EventService
@@ -89,9 +89,9 @@ def test_pruning_never_removes_an_undelivered_event_nor_one_within_retention(led
     service.outbox.update_subscription(behind, {"cursor": 15})
     assert service.prune() == 4  # 7-10; 11 is within the retention, so 12-15 wait behind it
     assert _seqs(ledger, SCOPE) == list(range(11, 16))
-    assert service.outbox.figures()["dropped_undelivered"] == 0
+    assert service.outbox_retention.figures()["dropped_undelivered"] == 0
     # the bytes counted are those of the rows kept
-    assert service.outbox.figures()["bytes"] == _bytes(ledger) and service.outbox.figures()["rows"] == 5
+    assert service.outbox_retention.figures()["bytes"] == _bytes(ledger) and service.outbox_retention.figures()["rows"] == 5
 
 
 @pytest.mark.usefixtures("backend")
@@ -106,11 +106,11 @@ def test_the_byte_bound_drops_settled_events_first_then_counts_each_undelivered_
     bounded = _service(ledger, clock, max_bytes=30 * row + row // 2)
     assert bounded.prune() == 10  # the oldest settled: acme 1-5, then globex's oldest 5
     assert _seqs(ledger, SCOPE) == list(range(6, 21)) and _seqs(ledger, OTHER) == list(range(6, 21))
-    assert _bytes(ledger) <= 30 * row + row // 2 and bounded.outbox.figures()["dropped_undelivered"] == 0
+    assert _bytes(ledger) <= 30 * row + row // 2 and bounded.outbox_retention.figures()["dropped_undelivered"] == 0
     tight = _service(ledger, clock, max_bytes=12 * row + row // 2)
     assert tight.prune() == 18  # globex's settled 6-20 first, then acme's oldest undelivered 6-8
     assert _seqs(ledger, OTHER) == [] and _seqs(ledger, SCOPE) == list(range(9, 21))
-    figures = tight.outbox.figures()
+    figures = tight.outbox_retention.figures()
     assert figures["dropped_undelivered"] == 3 and figures["bytes"] == _bytes(ledger) <= 12 * row + row // 2
     assert "events 6 to 8 of scope acme were dropped before every active subscription had them" in caplog.text
     tight.dispatch_once("test")  # the subscription finds the gap: disabled, saying which events it lost
@@ -129,13 +129,13 @@ def test_postgresql_drops_a_day_partition_whole_and_prunes_the_rest_by_range(bac
         assert connection.execute(text("SELECT count(*) FROM event_outbox_p20260901")).scalar() == 2
     # a cutoff on day 3 at 15:00: days 1 and 2 go whole, day 3 its 12:00 event by range
     service = _service(ledger, _clock(DAY0 + timedelta(days=32, hours=3)))
-    done = service.outbox.prune_pass("2026-09-03T15:00:00.000Z", (), 0)
+    done = service.outbox_retention.prune_pass("2026-09-03T15:00:00.000Z", (), 0)
     assert (done.events, done.partitions) == (5, 2)
     with ledger.read() as connection:
         days = [day for day, _ in day_partitions(connection)]
     assert date(2026, 9, 1) not in days and date(2026, 9, 2) not in days and date(2026, 9, 3) in days
     assert _seqs(ledger, SCOPE) == [6, 7, 8]
-    assert service.outbox.figures()["bytes"] == _bytes(ledger)
+    assert service.outbox_retention.figures()["bytes"] == _bytes(ledger)
 
 
 @pytest.mark.parametrize("backend", [pytest.param("postgresql", marks=pytest.mark.postgres)], indirect=True)
@@ -145,7 +145,7 @@ def test_postgresql_keeps_a_partition_that_holds_an_undelivered_event(backend, l
     _write(ledger, SCOPE, [DAY0, DAY0 + timedelta(hours=1), DAY0 + timedelta(days=1)])
     service = _service(ledger, _clock(DAY0 + timedelta(days=40)))
     _subscribe(service, SCOPE, 1)
-    done = service.outbox.prune_pass(_at(DAY0 + timedelta(days=10)), (), 0)
+    done = service.outbox_retention.prune_pass(_at(DAY0 + timedelta(days=10)), (), 0)
     assert (done.events, done.partitions) == (1, 0)  # event 2 keeps its day
     assert _seqs(ledger, SCOPE) == [2, 3]
 

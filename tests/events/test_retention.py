@@ -19,6 +19,7 @@ from sqlalchemy import select, text
 from gate.clock import iso_ms
 from gate.ledger import codec
 from gate.ledger.outbox import Outbox
+from gate.ledger.outbox_retention import OutboxRetention
 from gate.ledger.store import MIGRATIONS_DIR
 from gate.ledger.tables import event_outbox, webhook_attempts
 from gate.protocol.canonical import canonical_text
@@ -155,7 +156,8 @@ def test_pruning_deletes_by_sequence_ranges_in_one_statement_and_holds_what_the_
         assert _prune(gate, clock, 31, ("jetstream",)) == 5 + 9
     deletes = [s for s in seen if s.startswith("DELETE FROM event_outbox")]
     assert len(deletes) == 1, deletes  # both scopes' ranges, one statement
-    assert outbox.pruned(SCOPE)[0] == 5 and outbox.pruned("tenant_b")[0] == 9
+    kept = OutboxRetention(gate.extensions["gate"].ledger)
+    assert kept.pruned(SCOPE)[0] == 5 and kept.pruned("tenant_b")[0] == 9
     assert _prune(gate, clock, 31, ("other-stream",)) == 0  # a held stream without a cursor has published nothing
     assert _prune(gate, clock, 31) == 4
     _pruned(_read(admin, 0), 9)
@@ -325,7 +327,7 @@ def test_two_pruners_at_once_never_count_an_attempt_twice(backend, gate, admin, 
     sub = _twelve_attempts(gate, admin, receiver)
     before = _deliveries(admin, sub)
     ledger, ids = gate.extensions["gate"].ledger, _attempt_ids(gate, sub)
-    outbox, cutoff, pruned = Outbox(ledger), iso_ms(clock.now() + timedelta(days=1)), []
+    outbox, cutoff, pruned = OutboxRetention(ledger), iso_ms(clock.now() + timedelta(days=1)), []
 
     def batch() -> None:
         pruned.append(outbox.prune_attempts_batch(sub, cutoff, events_module.ATTEMPTS_KEPT, 4))
