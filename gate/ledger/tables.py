@@ -425,7 +425,7 @@ webhook_subscriptions = Table(
 
 # Every delivery attempt: the receiver's status and the first bytes of its answer (shown as text).
 # Attempts older than the retention are pruned, each subscription's newest `ATTEMPTS_KEPT` aside
-# (gate/services/events.py); their counts move to the subscription's `pruned_attempts`.
+# (gate/services/event_retention.py); their counts move to the subscription's `pruned_attempts`.
 webhook_attempts = Table(
     "webhook_attempts",
     metadata,
