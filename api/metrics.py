@@ -141,7 +141,7 @@ class EventsCollector:
         lag = sum(max(0, heads[r["scope"]] - r["cursor"]) for r in rows if r["status"] == "active")
         yield GaugeMetricFamily("gate_webhook_lag_events", "Events active subscriptions have yet to receive.",
                                 value=float(lag))
-        yield from outbox_metrics(rt.events.outbox.figures(), rt.events.clock.now().timestamp())
+        yield from outbox_metrics(rt.events.retention.store.figures(), rt.events.clock.now().timestamp())
 
 
 def outbox_metrics(figures: Any, now: float) -> Iterator[Metric]:

@@ -4,7 +4,7 @@ A fresh interpreter per round and tree builds the app over a new SQLite ledger (
 runs it), subscribes one receiver on loopback (another process answering 204 over HTTP/1.1
 keep-alive, as `bench_delivery.py`'s), opts the scope in to `decision.created`, stores `--events`
 decides of the sample request, and then delivers the backlog with the dispatcher's ordered walk
-(`EventService.dispatch_once`, one subscription's turns one after another) until nothing is left.
+(`WebhookDelivery.dispatch_once`, one subscription's turns one after another) until nothing is left.
 It reads the process's CPU time over the delivery only (the decides are not counted) and the wall
 time, per event delivered. `--tree PATH` measures another checkout (for instance `git worktree add
 DIR main~1`) round by round in turn, the order swapped every round, with the 1-minute load beside
@@ -48,7 +48,7 @@ try:
         assert client.post("/api/decide", json=REQUEST, headers=headers).status_code == 200
     service = app.extensions["gate"].events
     cpu, wall, posted = time.process_time(), time.perf_counter(), 0
-    while (made := service.dispatch_once("bench")):
+    while (made := service.delivery.dispatch_once("bench")):
         posted += made
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     print(json.dumps({"posted": posted, "cpu_us": cpu / posted * 1e6, "wall_us": wall / posted * 1e6}))

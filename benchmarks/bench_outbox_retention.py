@@ -3,7 +3,7 @@ retention at its default 30 days, on SQLite and on PostgreSQL (issue 68, item 3;
 "Retention", docs/operating.md "Outbox size").
 
 A simulated clock moves in passes of `--pass-hours` (6 h: 160 passes). Each pass, as the
-`event-retention` worker would, runs `EventService.prune` at the simulated time (on PostgreSQL it
+`event-retention` worker would, runs `EventRetention.prune` at the simulated time (on PostgreSQL it
 makes the coming days' partitions and drops whole days; on SQLite it returns the freed pages),
 then writes the pass's events in bulk, their times spread evenly over the pass, and moves one
 subscription's cursor to the head (a receiver keeping up: retention is bound by age alone). To
@@ -101,8 +101,8 @@ def _physical(ledger: Any, kind: str) -> tuple[int, int]:
 
 def _ledger(kind: str, days: int, scale: int, pass_hours: int) -> dict[str, Any]:
     from gate.ledger import Ledger
-    from gate.services.events import EventService
     from gate.services.governance import SafeguardSettings
+    from gate.services.root import compose_events
 
     home = Path(tempfile.mkdtemp(prefix=f"gate-bench-retention-{kind}-"))
     url, drop = _database(kind, home)
@@ -110,7 +110,7 @@ def _ledger(kind: str, days: int, scale: int, pass_hours: int) -> dict[str, Any]
     try:
         ledger.upgrade()
         clock = SimulatedClock()
-        service = EventService(ledger, clock, allow_hosts=("127.0.0.1",), safeguards=SafeguardSettings(ledger))
+        service = compose_events(ledger, clock, allow_hosts=("127.0.0.1",), safeguards=SafeguardSettings(ledger))
         with ledger.write() as connection:  # the scope's sequence row, as its first event makes it
             from gate.ledger.tables import event_sequences
 
@@ -120,13 +120,13 @@ def _ledger(kind: str, days: int, scale: int, pass_hours: int) -> dict[str, Any]
         span = timedelta(hours=pass_hours)
         for _ in range(days * 24 // pass_hours):
             started = time.perf_counter()
-            pruned = service.prune()
+            pruned = service.retention.prune()
             _write(ledger, head + 1, per_pass, clock.at, span)
             head += per_pass
             service.outbox.update_subscription(view["subscription_id"], {"cursor": head})
             clock.at += span
             if clock.at.hour == 0:  # a simulated day ends: its figures, after that day's last pass
-                figures = service.outbox.figures()
+                figures = service.retention.store.figures()
                 physical, partitions = _physical(ledger, kind)
                 days_out.append({"day": (clock.at - START).days, "rows": figures["rows"], "bytes": figures["bytes"],
                                  "physical_bytes": physical, "partitions": partitions, "pruned_last_pass": pruned,

@@ -123,13 +123,13 @@ def _dispatch(args: argparse.Namespace, service: EventService, settings: Setting
     from gate.services.notify import notifier_from_settings
 
     # What leaves is masked by each scope's privacy rules (docs/privacy.md), as `gate serve` masks it.
-    stream = (JetStreamPublisher(service.outbox, settings.nats_url, settings.nats_stream, body_of=service.body_of)
+    stream = (JetStreamPublisher(service.outbox, settings.nats_url, settings.nats_stream, body_of=service.delivery.body_of)
               if settings.nats_url else None)
     notifier = notifier_from_settings(service.outbox.ledger, settings, service.safeguards,
-                                      privacy=service.privacy)  # e-mail, Slack
+                                      privacy=service.delivery.privacy)  # e-mail, Slack
     tasks = dict(notifier.tasks()) if notifier is not None else {}
     if args.once:
-        posts = service.dispatch_once(f"cli-{getpass.getuser()}")
+        posts = service.delivery.dispatch_once(f"cli-{getpass.getuser()}")
         published = stream.publish_pending() if stream is not None else 0
         notices = sum(task() for task in tasks.values())
         print(f"posted {posts} webhook delivery(ies), published {published} event(s), sent {notices} notice(s)")

@@ -703,8 +703,8 @@ def _pruned_read(c):
     assert _events_call(c, "put", "/api/events/settings", {"decision_created": True,
                                                            "anomaly_every_seconds": None}).status_code == 200
     events = client.application.extensions["gate"].events
-    events.clock = type("Later", (), {"now": staticmethod(lambda: datetime.now(UTC) + timedelta(days=31))})()
-    assert events.prune() == 1
+    events.retention.clock = type("Later", (), {"now": staticmethod(lambda: datetime.now(UTC) + timedelta(days=31))})()
+    assert events.retention.prune() == 1
     return client.get("/api/events?after=0", headers=headers)
 
 

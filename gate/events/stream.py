@@ -59,7 +59,7 @@ class JetStreamPublisher:
                  body_of: Callable[[Mapping[str, Any]], bytes] | None = None) -> None:
         self.outbox, self.url, self.stream, self.name = outbox, url, stream, name
         # What a row is published as: the stored text, or what the scope's privacy rule for events
-        # lets out (gate.services.events.EventService.body_of; docs/privacy.md).
+        # lets out (gate.services.event_delivery.WebhookDelivery.body_of; docs/privacy.md).
         self.body_of = body_of or (lambda row: str(row["event_json"]).encode("utf-8"))
         self._loop = asyncio.new_event_loop()
         self._nc: Any = None

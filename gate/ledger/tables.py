@@ -376,7 +376,7 @@ event_retention = Table(
     Column("scope", String(120), primary_key=True),
     Column("pruned_through", Integer, nullable=False),
     Column("pruned_through_at", String(32), nullable=True),
-    # The stored bytes of the scope's kept events (`gate.ledger.outbox.ROW_BYTES`), counted by the
+    # The stored bytes of the scope's kept events (`gate.ledger.outbox_retention.ROW_BYTES`), counted by the
     # retention pass through `counted_through` (seq); and how many events a size bound
     # (GATE_EVENTS_RETENTION_BYTES) dropped before an active subscription or held stream had them
     # (migration 0023, docs/events.md "Retention").
@@ -425,7 +425,7 @@ webhook_subscriptions = Table(
 
 # Every delivery attempt: the receiver's status and the first bytes of its answer (shown as text).
 # Attempts older than the retention are pruned, each subscription's newest `ATTEMPTS_KEPT` aside
-# (gate/services/events.py); their counts move to the subscription's `pruned_attempts`.
+# (gate/services/event_retention.py); their counts move to the subscription's `pruned_attempts`.
 webhook_attempts = Table(
     "webhook_attempts",
     metadata,

@@ -47,9 +47,9 @@ if TYPE_CHECKING:  # the services bring the ledger (SQLAlchemy): loaded when the
     from gate.services.scope_events import ScopeEventService
     from gate.services.subjects import SubjectService
 
-__all__ = ["DecisionServices", "ServingServices", "advisory_service", "decision_services", "erasure_service",
-           "event_service", "hold_service", "key_service", "ledger_of", "live_signing", "release_service", "serving_services",
-           "signing_setup", "subject_service"]
+__all__ = ["DecisionServices", "ServingServices", "advisory_service", "compose_events", "decision_services",
+           "erasure_service", "event_service", "hold_service", "key_service", "ledger_of", "live_signing",
+           "release_service", "serving_services", "signing_setup", "subject_service"]
 
 # A webhook delivery attempted: (delivered, retried), the serving process's metrics (api.metrics).
 AttemptHook = Callable[[bool, bool], None]
@@ -260,18 +260,46 @@ def event_service(ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Cl
     process's; None: subscriptions change directly); `privacy`: the masking of every delivery
     (with settings and none given, the settings' privacy key over the scope's data map, read
     directly). `decision_services` builds it; `gate events` builds only it."""
-    from gate.services.events import EventService
     from gate.services.governance import SafeguardSettings
 
     safeguards = governance or SafeguardSettings(ledger, cache_seconds=0)
     if settings is None:
-        return EventService(ledger, clock, allow_hosts=allow_hosts, signing=signing, on_attempt=on_attempt,
-                            safeguards=safeguards, governance=governance, privacy=privacy)
-    return EventService(ledger, clock, allow_hosts=settings.webhook_allow_hosts, signing=signing,
-                        lease_seconds=settings.events_lease_seconds, on_attempt=on_attempt,
-                        retention_days=settings.events_retention_days,
-                        retention_bytes=settings.events_retention_bytes, safeguards=safeguards,
-                        governance=governance, privacy=privacy or privacy_service(ledger, safeguards, settings))
+        return compose_events(ledger, clock, allow_hosts=allow_hosts, signing=signing, on_attempt=on_attempt,
+                              safeguards=safeguards, governance=governance, privacy=privacy)
+    return compose_events(ledger, clock, allow_hosts=settings.webhook_allow_hosts, signing=signing,
+                          lease_seconds=settings.events_lease_seconds, on_attempt=on_attempt,
+                          retention_days=settings.events_retention_days,
+                          retention_bytes=settings.events_retention_bytes, safeguards=safeguards,
+                          governance=governance, privacy=privacy or privacy_service(ledger, safeguards, settings))
+
+
+def compose_events(ledger: Ledger, clock: Clock | None = None, *, safeguards: SafeguardSettings,
+                   allow_hosts: Collection[str] = (), signing: Any = None,
+                   resolve: Callable[[str, int], list[str]] | None = None, lease_seconds: int | None = None,
+                   on_attempt: AttemptHook | None = None, retention_days: int | None = None,
+                   retention_bytes: int = 0, governance: GovernanceService | None = None,
+                   privacy: PrivacyService | None = None) -> EventService:
+    """The event service and its parts, each built once over one outbox and one clock: the
+    delivery turns (allowed hosts, `resolve` standing in for DNS in tests, the signing keys, the
+    lease, the attempts' hook, the masking) and the retention (days, bytes; None: the modules'
+    defaults). `event_service` builds it from the settings; a test that needs a part's knob the
+    settings do not give builds it here."""
+    from gate.clock import SystemClock
+    from gate.ledger.outbox import Outbox
+    from gate.ledger.outbox_retention import OutboxRetention
+    from gate.services.event_delivery import LEASE_SECONDS, WebhookDelivery
+    from gate.services.event_retention import RETENTION_DAYS, EventRetention
+    from gate.services.events import EventService
+
+    clock = clock or SystemClock()
+    outbox = Outbox(ledger)
+    delivery = WebhookDelivery(outbox, clock, allow_hosts=allow_hosts, resolve=resolve, signing=signing,
+                               lease_seconds=LEASE_SECONDS if lease_seconds is None else lease_seconds,
+                               on_attempt=on_attempt, privacy=privacy)
+    retention = EventRetention(outbox, OutboxRetention(ledger), clock,
+                               retention_days=RETENTION_DAYS if retention_days is None else retention_days,
+                               retention_bytes=retention_bytes)
+    return EventService(outbox, delivery, retention, clock, safeguards=safeguards, governance=governance)
 
 
 def privacy_service(ledger: Ledger, safeguards: SafeguardSettings, settings: Settings) -> PrivacyService:
@@ -390,10 +418,11 @@ def _dispatcher(events: EventService, scope_events: ScopeEventService, ledger: L
     from gate.services.notify import notifier_from_settings
     from gate.services.removal import FactsRetention, InputRemoval
 
-    notifier = notifier_from_settings(ledger, settings, governance, events.clock, events.privacy)
+    notifier = notifier_from_settings(ledger, settings, governance, events.clock, events.delivery.privacy)
     tasks: dict[str, Callable[[], Any]] = {"scheduled-reports": scope_events.run_due,
                                            **(dict(notifier.tasks()) if notifier is not None else {})}
-    stream = (JetStreamPublisher(events.outbox, settings.nats_url, settings.nats_stream, body_of=events.body_of)
+    stream = (JetStreamPublisher(events.outbox, settings.nats_url, settings.nats_stream,
+                                 body_of=events.delivery.body_of)
               if settings.nats_url else None)
     retention = FactsRetention(InputRemoval(ledger, events.clock), privacy, settings.facts_retention_days)
     return Dispatcher(events, settings.events_interval_ms / 1000, stream=stream, tasks=tasks,

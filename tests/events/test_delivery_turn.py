@@ -12,8 +12,8 @@ from gate.events import webhook
 from gate.events.targets import check
 from gate.ledger import Ledger
 from gate.ledger.outbox_write import append_event
-from gate.services.events import EventService
 from gate.services.governance import SafeguardSettings
+from gate.services.root import compose_events
 from tests.events.receiver import Receiver
 from tests.events.test_webhooks import MovableClock
 
@@ -55,23 +55,23 @@ def _events(ledger: Ledger, count: int) -> None:
 @pytest.mark.usefixtures("backend")
 def test_a_turn_checks_its_target_once_and_the_next_turn_follows_a_moved_answer(ledger, receiver):
     resolver = Resolver()
-    service = EventService(ledger, MovableClock(), allow_hosts=("hooks.example",), resolve=resolver,
-                           safeguards=SafeguardSettings(ledger))
+    service = compose_events(ledger, MovableClock(), allow_hosts=("hooks.example",), resolve=resolver,
+                             safeguards=SafeguardSettings(ledger))
     port = receiver.server.server_address[1]
     view, secret = service.subscribe(SCOPE, "operator:test", {"url": f"http://hooks.example:{port}/hook",
                                                               "from": "beginning"})
     receiver.secrets.append(secret)
     _events(ledger, 6)
     resolver.asked = 0
-    assert service.dispatch_once("test") == 6
+    assert service.delivery.dispatch_once("test") == 6
     assert len(receiver.accepted) == 6
     assert resolver.asked == 1  # one check for the turn's six posts (was six)
 
     resolver.answer = "10.1.2.3"  # the name now points inside: the allowed name is judged as it resolves
-    service_refusing = EventService(ledger, MovableClock(), allow_hosts=(), resolve=resolver,
-                                    safeguards=SafeguardSettings(ledger))
+    service_refusing = compose_events(ledger, MovableClock(), allow_hosts=(), resolve=resolver,
+                                      safeguards=SafeguardSettings(ledger))
     _events(ledger, 2)
-    assert service_refusing.dispatch_once("test") == 1  # refused before any connection: one failed attempt
+    assert service_refusing.delivery.dispatch_once("test") == 1  # refused before any connection: one failed attempt
     assert len(receiver.bodies) == 6
     attempts = service_refusing.deliveries(SCOPE, view["subscription_id"])["last_failures"]
     assert attempts[0]["status_code"] is None and "10.1.2.3" in attempts[0]["excerpt"]

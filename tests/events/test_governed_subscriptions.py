@@ -76,7 +76,7 @@ def test_defect_3_one_holder_no_longer_subscribes_an_endpoint_nor_replays_to_it(
         patched = client.patch(f"{SUBSCRIPTIONS}/{sid}", json={"status": status}, headers=_h(keys, "alice"))
         assert patched.status_code == 409 and patched.get_json()["error"] == "EVENT_SUBSCRIPTION_PENDING"
     assert _subscriptions(client, keys)[sid]["status"] == "pending"
-    assert gate.extensions["gate"].events.due() == []  # the dispatcher never sees it
+    assert gate.extensions["gate"].events.delivery.due() == []  # the dispatcher never sees it
     # nor does alice approve it, with any key of hers
     request_seq = event["seq"]
     for name in ("alice", "alice2"):

@@ -16,12 +16,13 @@ import pytest
 from sqlalchemy import func, select, text
 
 from gate.ledger import Ledger
-from gate.ledger.outbox import ROW_BYTES
 from gate.ledger.outbox_partitions import day_partitions, ensure_partitions
+from gate.ledger.outbox_retention import ROW_BYTES
 from gate.ledger.outbox_write import append_event
 from gate.ledger.tables import event_outbox
 from gate.services.events import EventService
 from gate.services.governance import SafeguardSettings
+from gate.services.root import compose_events
 from tests.events.test_webhooks import MovableClock
 
 SCOPE, OTHER = "acme", "globex"
@@ -42,8 +43,8 @@ def _write(ledger: Ledger, scope: str, times: list[datetime]) -> None:
 
 
 def _service(ledger: Ledger, clock, days: int = 30, max_bytes: int = 0) -> EventService:
-    return EventService(ledger, clock, allow_hosts=("127.0.0.1",), retention_days=days, retention_bytes=max_bytes,
-                        safeguards=SafeguardSettings(ledger))
+    return compose_events(ledger, clock, allow_hosts=("127.0.0.1",), retention_days=days, retention_bytes=max_bytes,
+                          safeguards=SafeguardSettings(ledger))
 
 
 def _subscribe(service: EventService, scope: str, cursor: int) -> str:
@@ -84,14 +85,14 @@ def test_pruning_never_removes_an_undelivered_event_nor_one_within_retention(led
     _write(ledger, SCOPE, times)
     service = _service(ledger, _clock(DAY0 + timedelta(days=45)))
     behind = _subscribe(service, SCOPE, 6)
-    assert service.prune() == 6  # not 7 to 15: an active subscription has not had them
+    assert service.retention.prune() == 6  # not 7 to 15: an active subscription has not had them
     assert _seqs(ledger, SCOPE) == list(range(7, 16))
     service.outbox.update_subscription(behind, {"cursor": 15})
-    assert service.prune() == 4  # 7-10; 11 is within the retention, so 12-15 wait behind it
+    assert service.retention.prune() == 4  # 7-10; 11 is within the retention, so 12-15 wait behind it
     assert _seqs(ledger, SCOPE) == list(range(11, 16))
-    assert service.outbox.figures()["dropped_undelivered"] == 0
+    assert service.retention.store.figures()["dropped_undelivered"] == 0
     # the bytes counted are those of the rows kept
-    assert service.outbox.figures()["bytes"] == _bytes(ledger) and service.outbox.figures()["rows"] == 5
+    assert service.retention.store.figures()["bytes"] == _bytes(ledger) and service.retention.store.figures()["rows"] == 5
 
 
 @pytest.mark.usefixtures("backend")
@@ -102,18 +103,18 @@ def test_the_byte_bound_drops_settled_events_first_then_counts_each_undelivered_
     clock = _clock(DAY0 + timedelta(days=1))  # nothing is past the 30 days
     free = _service(ledger, clock)
     stuck = _subscribe(free, SCOPE, 5)  # acme's 6-20 undelivered; globex has nobody waiting
-    assert free.prune() == 0  # no size bound: nothing goes
+    assert free.retention.prune() == 0  # no size bound: nothing goes
     bounded = _service(ledger, clock, max_bytes=30 * row + row // 2)
-    assert bounded.prune() == 10  # the oldest settled: acme 1-5, then globex's oldest 5
+    assert bounded.retention.prune() == 10  # the oldest settled: acme 1-5, then globex's oldest 5
     assert _seqs(ledger, SCOPE) == list(range(6, 21)) and _seqs(ledger, OTHER) == list(range(6, 21))
-    assert _bytes(ledger) <= 30 * row + row // 2 and bounded.outbox.figures()["dropped_undelivered"] == 0
+    assert _bytes(ledger) <= 30 * row + row // 2 and bounded.retention.store.figures()["dropped_undelivered"] == 0
     tight = _service(ledger, clock, max_bytes=12 * row + row // 2)
-    assert tight.prune() == 18  # globex's settled 6-20 first, then acme's oldest undelivered 6-8
+    assert tight.retention.prune() == 18  # globex's settled 6-20 first, then acme's oldest undelivered 6-8
     assert _seqs(ledger, OTHER) == [] and _seqs(ledger, SCOPE) == list(range(9, 21))
-    figures = tight.outbox.figures()
+    figures = tight.retention.store.figures()
     assert figures["dropped_undelivered"] == 3 and figures["bytes"] == _bytes(ledger) <= 12 * row + row // 2
     assert "events 6 to 8 of scope acme were dropped before every active subscription had them" in caplog.text
-    tight.dispatch_once("test")  # the subscription finds the gap: disabled, saying which events it lost
+    tight.delivery.dispatch_once("test")  # the subscription finds the gap: disabled, saying which events it lost
     shown = tight.outbox.subscription(SCOPE, stuck)
     assert shown["status"] == "disabled"
     assert shown["disabled_reason"] == "events 6 to 8 were pruned before their delivery"
@@ -129,13 +130,13 @@ def test_postgresql_drops_a_day_partition_whole_and_prunes_the_rest_by_range(bac
         assert connection.execute(text("SELECT count(*) FROM event_outbox_p20260901")).scalar() == 2
     # a cutoff on day 3 at 15:00: days 1 and 2 go whole, day 3 its 12:00 event by range
     service = _service(ledger, _clock(DAY0 + timedelta(days=32, hours=3)))
-    done = service.outbox.prune_pass("2026-09-03T15:00:00.000Z", (), 0)
+    done = service.retention.store.prune_pass("2026-09-03T15:00:00.000Z", (), 0)
     assert (done.events, done.partitions) == (5, 2)
     with ledger.read() as connection:
         days = [day for day, _ in day_partitions(connection)]
     assert date(2026, 9, 1) not in days and date(2026, 9, 2) not in days and date(2026, 9, 3) in days
     assert _seqs(ledger, SCOPE) == [6, 7, 8]
-    assert service.outbox.figures()["bytes"] == _bytes(ledger)
+    assert service.retention.store.figures()["bytes"] == _bytes(ledger)
 
 
 @pytest.mark.parametrize("backend", [pytest.param("postgresql", marks=pytest.mark.postgres)], indirect=True)
@@ -145,7 +146,7 @@ def test_postgresql_keeps_a_partition_that_holds_an_undelivered_event(backend, l
     _write(ledger, SCOPE, [DAY0, DAY0 + timedelta(hours=1), DAY0 + timedelta(days=1)])
     service = _service(ledger, _clock(DAY0 + timedelta(days=40)))
     _subscribe(service, SCOPE, 1)
-    done = service.outbox.prune_pass(_at(DAY0 + timedelta(days=10)), (), 0)
+    done = service.retention.store.prune_pass(_at(DAY0 + timedelta(days=10)), (), 0)
     assert (done.events, done.partitions) == (1, 0)  # event 2 keeps its day
     assert _seqs(ledger, SCOPE) == [2, 3]
 
@@ -159,7 +160,7 @@ def test_sqlite_returns_the_pages_pruning_freed(tmp_path):
         _write(ledger, SCOPE, [DAY0 + timedelta(seconds=n) for n in range(600)])
         size = Path(tmp_path / "new.db").stat().st_size + Path(str(tmp_path / "new.db") + "-wal").stat().st_size
         service = _service(ledger, _clock(DAY0 + timedelta(days=31)))
-        assert service.prune() == 600
+        assert service.retention.prune() == 600
     finally:
         ledger.dispose()  # the last connection closed checkpoints the WAL into the file
     with sqlite3.connect(tmp_path / "new.db") as connection:
@@ -180,7 +181,7 @@ def test_metrics_show_the_outbox_rows_bytes_and_delivery_lag(make_app, ledger):
     service = app.extensions["gate"].events
     _write(ledger, SCOPE, [DAY0 + timedelta(hours=n) for n in range(6)])
     _subscribe(service, SCOPE, 2)  # behind by 4: the oldest it waits for is event 3, written DAY0 + 2 h
-    service.prune()  # events 1 and 2 go; the bytes of 3-6 are counted
+    service.retention.prune()  # events 1 and 2 go; the bytes of 3-6 are counted
     body = app.test_client().get("/metrics").get_data(as_text=True)
     assert _metric(body, "gate_events_outbox_rows") == 4
     assert _metric(body, "gate_events_outbox_bytes") == _bytes(ledger)

@@ -19,10 +19,11 @@ from sqlalchemy import select, text
 from gate.clock import iso_ms
 from gate.ledger import codec
 from gate.ledger.outbox import Outbox
+from gate.ledger.outbox_retention import OutboxRetention
 from gate.ledger.store import MIGRATIONS_DIR
 from gate.ledger.tables import event_outbox, webhook_attempts
 from gate.protocol.canonical import canonical_text
-from gate.services import events as events_module
+from gate.services import event_retention as retention_module
 from tests.events.receiver import Receiver
 from tests.events.test_webhooks import LOOPBACK, dispatch, release_burst, subscribe
 from tests.releases.support import ALL, Api, version
@@ -52,7 +53,7 @@ def _read(admin, after: int):
 def _prune(gate, clock, days: float, held: tuple[str, ...] = ()) -> int:
     clock.offset = timedelta(days=days)
     try:
-        return int(gate.extensions["gate"].events.prune(held))
+        return int(gate.extensions["gate"].events.retention.prune(held))
     finally:
         clock.offset = timedelta()
 
@@ -155,7 +156,8 @@ def test_pruning_deletes_by_sequence_ranges_in_one_statement_and_holds_what_the_
         assert _prune(gate, clock, 31, ("jetstream",)) == 5 + 9
     deletes = [s for s in seen if s.startswith("DELETE FROM event_outbox")]
     assert len(deletes) == 1, deletes  # both scopes' ranges, one statement
-    assert outbox.pruned(SCOPE)[0] == 5 and outbox.pruned("tenant_b")[0] == 9
+    kept = OutboxRetention(gate.extensions["gate"].ledger)
+    assert kept.pruned(SCOPE)[0] == 5 and kept.pruned("tenant_b")[0] == 9
     assert _prune(gate, clock, 31, ("other-stream",)) == 0  # a held stream without a cursor has published nothing
     assert _prune(gate, clock, 31) == 4
     _pruned(_read(admin, 0), 9)
@@ -166,7 +168,7 @@ def test_pruning_deletes_by_sequence_ranges_in_one_statement_and_holds_what_the_
 def test_a_subscription_behind_a_pruned_range_is_disabled_never_skipped_silently(gate, admin, receiver):
     """The safety net behind the locks: a scope's seqs have no gaps, so a gap after an active
     subscription's cursor can only be pruned events; it is disabled and says which. On SQLite
-    alone: the gap is found in Python over `events_after`'s answer (gate.services.events), the
+    alone: the gap is found in Python over `events_after`'s answer (gate.services.event_delivery), the
     same read on both ledgers, which the tests above run on PostgreSQL too."""
     release_burst(admin)
     sub = subscribe(admin, receiver, **{"from": "beginning"})
@@ -263,9 +265,9 @@ def _twelve_attempts(gate, admin, receiver) -> str:
 
 def test_delivery_attempts_past_the_retention_are_pruned_in_bounded_passes_and_still_counted(
         backend, gate, admin, receiver, clock, monkeypatch):
-    monkeypatch.setattr(events_module, "ATTEMPTS_KEPT", 3)
-    monkeypatch.setattr(events_module, "PRUNE_BATCH", 2)
-    monkeypatch.setattr(events_module, "PRUNE_BATCHES_PER_PASS", 2)
+    monkeypatch.setattr(retention_module, "ATTEMPTS_KEPT", 3)
+    monkeypatch.setattr(retention_module, "PRUNE_BATCH", 2)
+    monkeypatch.setattr(retention_module, "PRUNE_BATCHES_PER_PASS", 2)
     sub = _twelve_attempts(gate, admin, receiver)
     before = _deliveries(admin, sub)
     assert (before["attempts"], before["succeeded"], before["latency_window"]) == (12, 10, 1)
@@ -293,7 +295,7 @@ def test_a_retention_of_0_keeps_every_event_and_every_attempt(backend, make_app,
                                                               monkeypatch):
     gate = make_app(env={**LOOPBACK, "GATE_EVENTS_RETENTION_DAYS": "0"}, clock=clock)
     admin = Api(gate.test_client(), issue_key(permissions=ALL + ",admin")["api_key"])
-    monkeypatch.setattr(events_module, "ATTEMPTS_KEPT", 0)
+    monkeypatch.setattr(retention_module, "ATTEMPTS_KEPT", 0)
     sub = _twelve_attempts(gate, admin, receiver)
     assert _prune(gate, clock, 10_000) == 0
     assert len(_attempt_ids(gate, sub)) == 12
@@ -310,7 +312,7 @@ def test_migration_0020_counts_no_attempt_as_pruned_and_upgrades_again_without_e
     assert (shown["attempts"], shown["succeeded"]) == (12, 10)
     _alembic(ledger, "stamp", "0019_outbox_at_rest_retention")  # the recorded revision set back: upgrade again
     _alembic(ledger, "upgrade", "head")
-    monkeypatch.setattr(events_module, "ATTEMPTS_KEPT", 1)
+    monkeypatch.setattr(retention_module, "ATTEMPTS_KEPT", 1)
     _prune(gate, clock, 31)
     assert len(_attempt_ids(gate, sub)) == 1 and _deliveries(admin, sub)["attempts"] == 12
 
@@ -321,14 +323,14 @@ def test_two_pruners_at_once_never_count_an_attempt_twice(backend, gate, admin, 
     cannot overlap there). While a third transaction holds the four oldest attempts, both batches
     start; the subscription's row lock makes the second wait for the first and take the next four,
     rather than count the same four again once they are deleted."""
-    monkeypatch.setattr(events_module, "ATTEMPTS_KEPT", 3)
+    monkeypatch.setattr(retention_module, "ATTEMPTS_KEPT", 3)
     sub = _twelve_attempts(gate, admin, receiver)
     before = _deliveries(admin, sub)
     ledger, ids = gate.extensions["gate"].ledger, _attempt_ids(gate, sub)
-    outbox, cutoff, pruned = Outbox(ledger), iso_ms(clock.now() + timedelta(days=1)), []
+    outbox, cutoff, pruned = OutboxRetention(ledger), iso_ms(clock.now() + timedelta(days=1)), []
 
     def batch() -> None:
-        pruned.append(outbox.prune_attempts_batch(sub, cutoff, events_module.ATTEMPTS_KEPT, 4))
+        pruned.append(outbox.prune_attempts_batch(sub, cutoff, retention_module.ATTEMPTS_KEPT, 4))
 
     pruners = [threading.Thread(target=batch) for _ in range(2)]
     with ledger.engine.connect() as connection, connection.begin():

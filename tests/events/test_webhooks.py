@@ -46,7 +46,7 @@ def subscribe(api: Api, receiver: Receiver, **body):
 
 def dispatch(app, passes: int = 3) -> None:
     for _ in range(passes):
-        app.extensions["gate"].events.dispatch_once("test-dispatcher")
+        app.extensions["gate"].events.delivery.dispatch_once("test-dispatcher")
 
 
 def release_burst(api: Api) -> None:
@@ -227,7 +227,7 @@ def test_each_guard_refuses_alone_for_a_host_that_resolves_public(make_app, issu
     """The host resolves to a public address here (as it would on the internet), so nothing but
     the guard under test refuses the URL; the same host without the fault is subscribed."""
     app = make_app()
-    app.extensions["gate"].events._resolve = lambda host, port: ["93.184.216.34"]
+    app.extensions["gate"].events.delivery._resolve = lambda host, port: ["93.184.216.34"]
     api = Api(app.test_client(), issue_key(permissions="decide,admin")["api_key"])
     response = api.client.post("/api/events/subscriptions", json={"url": url}, headers=api.headers())
     assert response.status_code == 400
@@ -333,7 +333,7 @@ def test_deliveries_can_carry_the_gates_ed25519_signature_from_the_key_registry(
     verify_key.verify(content + stored, base64.b64decode(v1a[0]))  # raises on a bad signature
     assert json.loads(stored) == receiver.accepted[0]
     # a gate without an Ed25519 key refuses the option instead of sending less than asked
-    gate.extensions["gate"].events.signing = None
+    gate.extensions["gate"].events.delivery.signing = None
     response = admin.client.post("/api/events/subscriptions", json={"url": receiver.url, "sign_ed25519": True},
                                  headers=admin.headers())
     assert response.status_code == 400 and "Ed25519" in response.get_json()["message"]

@@ -98,7 +98,7 @@ def test_no_personal_value_leaves_in_a_nats_message(gate, admin, receiver, nats_
     events = gate.extensions["gate"].events
 
     def publish() -> int:
-        publisher = JetStreamPublisher(events.outbox, nats_url, body_of=events.body_of)
+        publisher = JetStreamPublisher(events.outbox, nats_url, body_of=events.delivery.body_of)
         try:
             return publisher.publish_pending()
         finally:

@@ -58,7 +58,9 @@ def test_only_the_root_builds_the_core_services():
 # anywhere else, two services would read a safeguard, open a hold or witness a chain differently
 # (the holds' and the scope events' governed-change services once had no cache, the releases' had one).
 SHARED = frozenset({"GovernanceService", "SafeguardSettings", "HoldOpener", "DeferredOpener", "EventChainWitness",
-                    "PrivacyService", "RulebookSnapshots"})
+                    "PrivacyService", "RulebookSnapshots",
+                    # the event service's parts (issue 66, item 6), over its one outbox and clock
+                    "WebhookDelivery", "EventRetention"})
 # Where a shared part is still built outside the root, and why (the list only shrinks).
 SHARED_LEFT = {
     ("workbench/dataset/export.py", "PrivacyService"),  # the export's hashing key, per run (a dataset command)
@@ -97,7 +99,7 @@ def test_the_api_services_share_one_governance_opener_and_witness(make_app):
     assert runtime.holds.governance is governance and runtime.keys.governance is governance
     assert runtime.scope_events.governance is governance and runtime.events.governance is governance
     assert runtime.events.safeguards is governance and runtime.privacy.safeguards is governance
-    assert runtime.events.privacy is runtime.privacy
+    assert runtime.events.delivery.privacy is runtime.privacy
     assert runtime.service.pipeline.holds is runtime.holds.opener
     assert runtime.holds.opener.safeguards is governance
     assert runtime.holds.witness is runtime.releases.reader.witness is governance.store.witness
@@ -137,7 +139,7 @@ def test_the_workbench_store_is_wired_as_the_api_is(tmp_path):
         assert {store.service.clock, store.lifecycle.clock, store.holds.clock, store.events.clock,
                 store.audit.clock} == {clock}
         assert store.lifecycle.after_outcome == store.releases.guardrails.after_outcome
-        assert store.events.allow_hosts == frozenset({"hooks.example"})
+        assert store.events.delivery.allow_hosts == frozenset({"hooks.example"})
         assert store.holds.witness.checkpoint_log == log and store.audit.checkpoint_log == log
     finally:
         ledger.dispose()

@@ -49,12 +49,12 @@ def add_hostile_subscription(home: Path) -> str:
     """A webhook subscription of scope `acme` whose URL and last failed answer are markup (the
     Events page must show both as text); its id."""
     from gate.ledger import Ledger
-    from gate.services.events import EventService
     from gate.services.governance import SafeguardSettings
+    from gate.services.root import compose_events
 
     ledger = Ledger(f"sqlite:///{home / 'gate.db'}")
     try:
-        events = EventService(ledger, allow_hosts={"127.0.0.1"}, safeguards=SafeguardSettings(ledger))
+        events = compose_events(ledger, allow_hosts={"127.0.0.1"}, safeguards=SafeguardSettings(ledger))
         view, _secret = events.subscribe(SCOPE, "key_test", {"url": HOSTILE_HOOK})
         events.outbox.record_attempt({
             "subscription_id": view["subscription_id"], "scope": SCOPE, "seq": 1, "event_id": "evt_hostile",

@@ -14,12 +14,12 @@ def person(name: str, *roles: str) -> Rights:
 
 
 def test_admins_see_deliveries_replay_and_disable_and_others_are_refused(workbench_home):
-    from gate.services.events import EventService
     from gate.services.governance import SafeguardSettings
+    from gate.services.root import compose_events
 
     store, _, _ = workbench_home
-    store.events.allow_hosts = frozenset({"127.0.0.1"})  # as GATE_WEBHOOK_ALLOW_HOSTS=127.0.0.1
-    maker = EventService(store.ledger, allow_hosts={"127.0.0.1"}, safeguards=SafeguardSettings(store.ledger))
+    store.events.delivery.allow_hosts = frozenset({"127.0.0.1"})  # as GATE_WEBHOOK_ALLOW_HOSTS=127.0.0.1
+    maker = compose_events(store.ledger, allow_hosts={"127.0.0.1"}, safeguards=SafeguardSettings(store.ledger))
     view, _secret = maker.subscribe("acme", "key_test", {"url": "http://127.0.0.1:9/hook", "from": "beginning"})
     sid = view["subscription_id"]
     maker.outbox.record_attempt({"subscription_id": sid, "scope": "acme", "seq": 1, "event_id": "evt_x",
