@@ -26,7 +26,8 @@ from gate.clock import iso_ms
 from gate.errors import GateError
 from gate.holds.policy import PRIORITIES, reason_codes
 from gate.principals import Permission
-from gate.services.holds import HOLD_DENIED, HoldStep, own_request
+from gate.services.hold_rules import HOLD_DENIED, own_request
+from gate.services.hold_writes import HoldStep
 from workbench.app.access import Rights
 from workbench.app.paging import PagedState
 from workbench.app.store import WorkbenchStore
