@@ -38,6 +38,7 @@ from gate.holds.events import EXPIRED, HELD_VERDICT, OPEN, HoldCommitment, HoldE
 from gate.holds.links import inbox_url
 from gate.holds.policy import PRIORITIES, HoldPolicy, Queue
 from gate.holds.similar import NEAREST, WINDOW
+from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.ledger.holds import HoldLedger, HoldOpening, HoldRow
 from gate.principals import Permissions, Principal
@@ -179,6 +180,7 @@ class HoldService:
         self.notices: HoldNotices = writer.notices
         self.holds: HoldLedger = reads.holds
         self.opener = opener  # its inbox_base: the workbench's address (GATE_WORKBENCH_URL)
+        self.signing: SigningSetup | LiveSigning = reads.signing  # its trust anchors verify what the holds sign
         self.witness: EventChainWitness = reads.witness
         self.governance = governance
         self.clock: Clock = reads.clock  # one clock for the holds, their witness and the hold policy's changes
