@@ -72,8 +72,8 @@ NEVER_HTTP = {
     "RELEASE_POLICY_APPROVAL_REQUIRED": "gate.releases.governance, history checks",
     "GOVERNANCE_APPROVAL_REQUIRED": "gate.releases.governance, history checks",
     "GOVERNANCE_APPROVAL_MISMATCH": "gate.releases.governance, history checks",
-    # The hold sweeper's own step: a hold with nothing due is left as it is (HoldService.sweep).
-    "HOLD_NOT_DUE": "gate.services.holds",
+    # The hold sweeper's own step: a hold with nothing due is left as it is (HoldRules.clock_step, HoldService.sweep).
+    "HOLD_NOT_DUE": "gate.services.hold_rules",
     # gate_client: its own codes for an answer it did not get.
     "TRANSPORT": "gate_client: the request failed below HTTP",
     "TIMEOUT": "gate_client: no answer in time",

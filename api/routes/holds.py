@@ -21,7 +21,8 @@ from gate.governance.table import HOLD_POLICY
 from gate.holds.policy import PRIORITIES
 from gate.services.decide import Caller
 from gate.services.governance import approval_members
-from gate.services.holds import ASSIGNEES, LIST_FILTERS, MAX_SEARCH, SEARCH_PATTERN, HoldService
+from gate.services.hold_reads import ASSIGNEES, LIST_FILTERS, MAX_SEARCH, SEARCH_PATTERN
+from gate.services.holds import HoldService
 
 routes = Routes("holds", __name__)
 _HOLD = "/api/holds/{decision_id}"

@@ -64,7 +64,7 @@ from gate.ledger.outbox import Outbox
 from gate.ledger.slack_messages import SlackMessages
 from gate.privacy.datamap import NOTICES
 from gate.services.governance import SafeguardSettings
-from gate.services.holds import hold_requests
+from gate.services.hold_reads import hold_requests
 from gate.services.privacy import PrivacyService
 
 log = logging.getLogger("gate.notify")

@@ -214,12 +214,10 @@ def _beside(service: DecisionService, release_service: ReleaseService | None, sh
             settings: Settings | None, allow_hosts: Collection[str], on_attempt: AttemptHook | None) -> DecisionServices:
     """`decision_services`' services beside the decision service, on its clock."""
     from gate.services.chains import AuditChainService
-    from gate.services.holds import HoldService
     from gate.services.lifecycle import LifecycleService
 
     ledger, signing, clock = shared.ledger, shared.signing, service.clock
-    holds = HoldService(ledger, signing, clock, witness=shared.witness, governance=shared.governance,
-                        opener=shared.opener)
+    holds = _hold_service(ledger, signing, clock, shared.witness, shared.governance, shared.opener)
     lifecycle = LifecycleService(ledger, clock, signing, after_outcome=release_service.guardrails.after_outcome
                                  if release_service is not None else None)
     privacy = privacy_service(ledger, shared.governance, settings) if settings is not None else None
@@ -239,7 +237,7 @@ def hold_service(ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clo
     from gate.clock import SystemClock
     from gate.services.chains import EventChainWitness
     from gate.services.governance import GovernanceService
-    from gate.services.holds import HoldOpener, HoldService
+    from gate.services.holds import HoldOpener
 
     if settings is not None and checkpoint_log is None:
         checkpoint_log = settings.checkpoint_log
@@ -247,7 +245,24 @@ def hold_service(ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clo
     witness = EventChainWitness(signing, clock, checkpoint_log)
     governance = GovernanceService(ledger, signing, clock, witness=witness)
     opener = HoldOpener(ledger, governance, settings.workbench_url if settings is not None else None)
-    return HoldService(ledger, signing, clock, witness=witness, governance=governance, opener=opener)
+    return _hold_service(ledger, signing, clock, witness, governance, opener)
+
+
+def _hold_service(ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock, witness: EventChainWitness,
+                  governance: GovernanceService, opener: HoldOpener) -> HoldService:
+    """The held actions' service and its parts, each built once: the reads over the one
+    `HoldLedger` they all use, who may act (under the opener's hold policy), the wake-ups of
+    whoever waits, and the writer of each step (its events link to the opener's Inbox)."""
+    from gate.services.hold_reads import HoldReads
+    from gate.services.hold_rules import HoldRules
+    from gate.services.hold_writes import HoldNotices, HoldWriter
+    from gate.services.holds import HoldService
+
+    reads = HoldReads(ledger, signing, clock, witness=witness)
+    rules = HoldRules(opener.policy, clock)
+    writer = HoldWriter(reads, rules, signing, clock, witness=witness, notices=HoldNotices(),
+                        inbox_base=opener.inbox_base)
+    return HoldService(reads, rules, writer, governance=governance, opener=opener)
 
 
 def event_service(ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None, *,

@@ -44,7 +44,8 @@ from gate.events.targets import TargetRefused
 from gate.grants import AccessConfigError, Grants, load_grants
 from gate.holds.events import OPEN
 from gate.principals import Principal, permissions_of
-from gate.services.holds import HoldService, HoldStep
+from gate.services.hold_writes import HoldStep
+from gate.services.holds import HoldService
 
 log = logging.getLogger("gate.notify")
 

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from sqlalchemy import insert, update
 
+import gate.services.hold_reads as hold_reads
+import gate.services.hold_rules as hold_rules
 import gate.services.holds as holds_module
 from gate.chain.links import scope_hash
 from gate.clock import iso_ms
@@ -30,17 +32,9 @@ from gate.holds.policy import HoldPolicy, Queue
 from gate.ledger.holds import HoldRace
 from gate.ledger.tables import holds as holds_table
 from gate.principals import Principal
-from gate.services.holds import (
-    MAX_FACTS_BYTES,
-    HoldOpener,
-    Vote,
-    _closing_move,
-    _facts_text,
-    _queue_columns,
-    _utc,
-    hold_sweeper,
-    parse_vote,
-)
+from gate.services.hold_rules import Vote, parse_vote, queue_columns, utc
+from gate.services.hold_writes import closing_move
+from gate.services.holds import MAX_FACTS_BYTES, HoldOpener, _facts_text, hold_sweeper
 from tests.holds.service_support import (
     ADMIN,
     ADMIN_RIGHTS,
@@ -143,12 +137,12 @@ def _at(seconds: float) -> str:
 
 
 def test_utc_reads_a_stored_time_in_utc():
-    assert _utc(AT) == START and _utc(AT).tzinfo is UTC
-    assert _utc("2026-11-26T13:00:00.000+01:00") == START and _utc("2026-11-26T13:00:00+01:00").tzinfo is UTC
+    assert utc(AT) == START and utc(AT).tzinfo is UTC
+    assert utc("2026-11-26T13:00:00.000+01:00") == START and utc("2026-11-26T13:00:00+01:00").tzinfo is UTC
     with pytest.raises(ValueError):
-        _utc("2026-11-26T12:00:00.000z")  # the stored form only: an upper-case Z
+        utc("2026-11-26T12:00:00.000z")  # the stored form only: an upper-case Z
     with pytest.raises(ValueError):
-        _utc("2026-11-26T12:00:00.000XXZXX")  # only the one letter Z is read as UTC
+        utc("2026-11-26T12:00:00.000XXZXX")  # only the one letter Z is read as UTC
 
 
 def test_the_stored_facts_are_compact_sorted_utf8_and_bounded_in_bytes():
@@ -162,9 +156,9 @@ def test_the_stored_facts_are_compact_sorted_utf8_and_bounded_in_bytes():
 
 
 def test_a_queue_sets_its_name_quorum_justification_and_escalation_time():
-    assert _queue_columns(Queue("desk", 600, "two", (), True, 60, "leads"), START) == {
+    assert queue_columns(Queue("desk", 600, "two", (), True, 60, "leads"), START) == {
         "queue": "desk", "approvals_needed": 2, "require_justification": 1, "escalate_at": "2026-11-26T12:01:00.000Z"}
-    assert _queue_columns(Queue("desk"), START) == {
+    assert queue_columns(Queue("desk"), START) == {
         "queue": "desk", "approvals_needed": 1, "require_justification": 0, "escalate_at": None}
 
 
@@ -196,15 +190,15 @@ def test_a_closing_step_sets_the_state_and_an_approval_adds_itself():
     row = {"approvals_json": json.dumps([{"actor": "key_a", "event_hash": "e0"}])}
     event = {"seq": 4, "event_hash": "e1"}
     vote = Step("vote", REVIEWER, AT, "dec_1", "h", vote="approve")
-    assert _closing_move(vote, row, event) == {"approvals_json": json.dumps(
+    assert closing_move(vote, row, event) == {"approvals_json": json.dumps(
         [{"actor": "key_a", "event_hash": "e0"}, {"actor": "key_rev", "holder": "key:key_rev", "event_hash": "e1"}])}
     closed = {"resolved_at": AT, "resolved_by": "key_rev", "resolution_seq": 4}
     # the closing approval lists itself too (issue 56: a hold closed at 2 of 2 showed 1 of 2)
-    assert _closing_move(replace(vote, outcome="approved"), row, event) == {
-        **_closing_move(vote, row, event), "state": "approved", **closed}
-    assert _closing_move(replace(vote, vote="deny", outcome="denied"), row, event) == {"state": "denied", **closed}
-    assert _closing_move(replace(vote, vote="deny"), row, event) == {}  # a deny is never an approval
-    assert _closing_move(Step("claim", REVIEWER, AT, "dec_1", "h"), row, event) == {}
+    assert closing_move(replace(vote, outcome="approved"), row, event) == {
+        **closing_move(vote, row, event), "state": "approved", **closed}
+    assert closing_move(replace(vote, vote="deny", outcome="denied"), row, event) == {"state": "denied", **closed}
+    assert closing_move(replace(vote, vote="deny"), row, event) == {}  # a deny is never an approval
+    assert closing_move(Step("claim", REVIEWER, AT, "dec_1", "h"), row, event) == {}
 
 
 # ------------------------------------------------------------------------------ opening
@@ -265,9 +259,9 @@ def test_a_route_sets_the_queue_priority_quorum_and_escalation_of_the_hold(desk)
 def test_the_clock_expires_a_hold_from_its_deadline_on(desk):
     record = desk.held()
     row = desk.row(record["decision_id"])
-    refused = _refusal(lambda: desk.service._clock_step(row, START + timedelta(seconds=86_399.999)), "HOLD_NOT_DUE")
+    refused = _refusal(lambda: desk.service.rules.clock_step(row, START + timedelta(seconds=86_399.999)), "HOLD_NOT_DUE")
     assert (refused.message, refused.details) == ("nothing is due on this hold", {})
-    assert desk.service._clock_step(row, START + timedelta(days=1)) == (
+    assert desk.service.rules.clock_step(row, START + timedelta(days=1)) == (
         Step("expire", CLOCK, "", record["decision_id"], record["record_hash"], queue="default",
              deadline_at=DEADLINE, outcome="expired"), {}, "hold.expired")
 
@@ -276,10 +270,10 @@ def test_the_expiry_closes_the_hold_signed_by_the_clock_and_tells_the_listeners(
     record = desk.held()
     closed: list[str] = []
     desk.service.on_closed(closed.append)
-    assert desk.service._expire(SCOPE, record["decision_id"], START) is False  # nothing due: nothing written
+    assert desk.service.writer.expire(SCOPE, record["decision_id"], START) is False  # nothing due: nothing written
     assert desk.service.history_document(SCOPE)["events"] == [] and closed == []
     desk.clock.at = START + timedelta(days=1)
-    assert desk.service._expire(SCOPE, record["decision_id"], desk.clock.now()) is True
+    assert desk.service.writer.expire(SCOPE, record["decision_id"], desk.clock.now()) is True
     event = desk.service.history_document(SCOPE)["events"][0]
     assert _members(event) == _stated("expire", CLOCK, 1, None, DEADLINE, **_bound(record), queue="default",
                                       deadline_at=DEADLINE, outcome="expired")
@@ -288,7 +282,7 @@ def test_the_expiry_closes_the_hold_signed_by_the_clock_and_tells_the_listeners(
         **_view(record, state="expired", resolved_at=DEADLINE, resolved_by="clock"), "events": [event]}
     assert _announced(desk)[1:] == [_announcement("hold.expired", record, event, "default", "expired")]
     assert closed == [record["decision_id"]]
-    assert desk.service._expire(SCOPE, record["decision_id"], desk.clock.now()) is False  # closed: nothing due
+    assert desk.service.writer.expire(SCOPE, record["decision_id"], desk.clock.now()) is False  # closed: nothing due
     _verified(desk)
 
 
@@ -297,15 +291,15 @@ def test_the_clock_escalates_from_the_escalation_time_on(desk):
     record = desk.held()
     row = desk.row(record["decision_id"])
     assert row["escalate_at"] == ESCALATE_AT
-    refused = _refusal(lambda: desk.service._clock_step(row, START + timedelta(seconds=599.999)), "HOLD_NOT_DUE")
+    refused = _refusal(lambda: desk.service.rules.clock_step(row, START + timedelta(seconds=599.999)), "HOLD_NOT_DUE")
     assert refused.message == "nothing is due on this hold"
     moved = {"queue": "leads", "approvals_needed": 1, "require_justification": 0, "escalate_at": None,
              "claimed_by": None, "claimed_at": None}  # the votes stay with the hold (issue 64)
-    assert desk.service._clock_step(row, START + timedelta(seconds=600)) == (
+    assert desk.service.rules.clock_step(row, START + timedelta(seconds=600)) == (
         Step("escalate", CLOCK, "", record["decision_id"], record["record_hash"], queue="leads",
              deadline_at=DEADLINE_2H), moved, "hold.escalated")
     # at the deadline the expiry comes first, whatever escalation is still due
-    assert desk.service._clock_step(row, START + timedelta(hours=2))[2] == "hold.expired"
+    assert desk.service.rules.clock_step(row, START + timedelta(hours=2))[2] == "hold.expired"
 
 
 def test_a_sweep_escalates_the_hold_and_keeps_its_deadline(desk):
@@ -332,7 +326,7 @@ def test_an_escalation_the_policy_dropped_only_clears_the_escalation_time(desk, 
     desk.set_policy(policy(queues, default_queue=next(iter(queues))))
     row = desk.row(record["decision_id"])
     due = START + timedelta(seconds=600)
-    assert desk.service._clock_step(row, due) == (
+    assert desk.service.rules.clock_step(row, due) == (
         Step("escalate", CLOCK, "", record["decision_id"], record["record_hash"], queue="default",
              deadline_at=DEADLINE_2H, note="no queue to escalate to"), {"escalate_at": None}, "hold.escalated")
     desk.clock.at = due
@@ -393,11 +387,11 @@ def test_a_single_approval_closes_the_hold(desk):
     record = desk.held()
     row = desk.row(record["decision_id"])
     vote = Vote("approve", "CHECKED", "fine by finance")
-    assert desk.service._vote_step(row, REVIEWER, vote) == (
+    assert desk.service.rules.vote_step(row, REVIEWER, vote) == (
         Step("vote", REVIEWER, "", record["decision_id"], record["record_hash"], vote="approve",
              reason_code="CHECKED", note="fine by finance", queue="default", outcome="approved", approvals_needed=1,
              votes=(), four_eyes=True, requested_by=REQUESTER), {}, "hold.resolved")
-    assert desk.service._vote_step(row, REVIEWER, Vote("deny", "THIN", None)) == (
+    assert desk.service.rules.vote_step(row, REVIEWER, Vote("deny", "THIN", None)) == (
         Step("vote", REVIEWER, "", record["decision_id"], record["record_hash"], vote="deny", reason_code="THIN",
              queue="default", outcome="denied", four_eyes=True, requested_by=REQUESTER), {}, "hold.resolved")
 
@@ -435,7 +429,7 @@ def test_a_two_person_quorum_records_the_first_approval_and_closes_on_the_second
     closed: list[str] = []
     desk.service.on_closed(closed.append)
     row = desk.row(record["decision_id"])
-    assert desk.service._vote_step(row, REVIEWER, Vote("approve", "CHECKED", None)) == (
+    assert desk.service.rules.vote_step(row, REVIEWER, Vote("approve", "CHECKED", None)) == (
         Step("vote", REVIEWER, "", record["decision_id"], record["record_hash"], vote="approve",
              reason_code="CHECKED", queue="default", four_eyes=True, requested_by=REQUESTER), {}, "hold.voted")
     first = desk.service.resolve(SCOPE, REVIEWER, RESOLVE, record["decision_id"], APPROVE)
@@ -459,7 +453,7 @@ def test_a_two_person_quorum_records_the_first_approval_and_closes_on_the_second
 def test_one_deny_closes_a_two_person_hold(desk):
     desk.set_policy(policy({"default": queue(quorum="two")}))
     record = desk.held()
-    step, move, name = desk.service._vote_step(desk.row(record["decision_id"]), REVIEWER, Vote("deny", "NO", None))
+    step, move, name = desk.service.rules.vote_step(desk.row(record["decision_id"]), REVIEWER, Vote("deny", "NO", None))
     assert (step.outcome, step.approvals_needed, step.votes, move, name) == ("denied", None, (), {}, "hold.resolved")
 
 
@@ -505,7 +499,7 @@ def test_a_claim_and_its_release_are_signed_chained_and_announced(desk):
     closed: list[str] = []
     desk.service.on_closed(closed.append)
     row = desk.row(record["decision_id"])
-    assert desk.service._claim_step(row, REVIEWER, False) == (
+    assert desk.service.rules.claim_step(row, REVIEWER, False) == (
         Step("claim", REVIEWER, "", record["decision_id"], record["record_hash"], queue="default"),
         {"claimed_by": "key_rev", "claimed_at": "@now"}, "hold.claimed")
     desk.clock.advance(60)
@@ -514,7 +508,7 @@ def test_a_claim_and_its_release_are_signed_chained_and_announced(desk):
     assert _members(first) == _stated("claim", REVIEWER, 1, None, _at(60), **_bound(record), queue="default")
     assert claimed == {"ok": True, "event": first, "hold": _view(record, claimed_by="key_rev", claimed_at=_at(60))}
     claimed_row = desk.row(record["decision_id"])
-    assert desk.service._claim_step(claimed_row, REVIEWER, True) == (
+    assert desk.service.rules.claim_step(claimed_row, REVIEWER, True) == (
         Step("unclaim", REVIEWER, "", record["decision_id"], record["record_hash"], queue="default"),
         {"claimed_by": None, "claimed_at": None}, "hold.unclaimed")
     released = desk.service.claim(SCOPE, REVIEWER, RESOLVE, record["decision_id"], release=True)
@@ -560,16 +554,16 @@ def test_a_move_resets_the_claim_keeps_the_votes_and_takes_the_new_queue(desk):
     moved = {"queue": "other", "approvals_needed": 2, "require_justification": 1, "escalate_at": _at(90),
              "claimed_by": None, "claimed_at": None}  # the votes stay with the hold (issue 64)
     for action, name in (("reassign", "hold.reassigned"), ("escalate", "hold.escalated")):
-        assert desk.service._move_step(row, REVIEWER, action, other, "wrong desk") == (
+        assert desk.service.rules.move_step(row, REVIEWER, action, other, "wrong desk") == (
             Step(action, REVIEWER, "", record["decision_id"], record["record_hash"], note="wrong desk",
                  queue="other", deadline_at=DEADLINE_1H), moved, name)
-    same = _refusal(lambda: desk.service._move_step(row, REVIEWER, "reassign", desk.service.policy(SCOPE).queue(
+    same = _refusal(lambda: desk.service.rules.move_step(row, REVIEWER, "reassign", desk.service.policy(SCOPE).queue(
         "default"), None), "HOLD_RESOLUTION_INVALID")
     assert same.message == "the hold is already in this queue"
     # issue 64: back from `other` (a note required) to `default` (none) would loosen the hold's guard
     there = {**row, "queue": "other", "require_justification": 1}
     for action in ("reassign", "escalate"):
-        looser = _refusal(lambda a=action: desk.service._move_step(there, REVIEWER, a, desk.service.policy(
+        looser = _refusal(lambda a=action: desk.service.rules.move_step(there, REVIEWER, a, desk.service.policy(
             SCOPE).queue("default"), None), "HOLD_MOVE_LOOSENS")
         assert (looser.message, looser.details) == (
             ("queue 'default' would let this hold through more loosely (require_justification); a hold keeps the "
@@ -830,7 +824,7 @@ class _Recorded(threading.Condition):
 
 def test_a_wait_polls_every_quarter_second_and_answers_open_when_it_runs_out(desk):
     record = desk.held()
-    desk.service._closed = recorded = _Recorded()
+    desk.service.notices.closed = recorded = _Recorded()
     started = time.monotonic()
     answer = desk.service.wait_closed(SCOPE, record["decision_id"], 0.8)
     assert answer == desk.service.resolution(SCOPE, record["decision_id"]) and answer["state"] == "open"
@@ -979,21 +973,21 @@ def test_an_approval_stored_before_holders_counts_as_its_keys_own(desk):
                            .values(approvals_json=json.dumps([{"actor": "key_old", "event_hash": "e" * 64}])))
     row = desk.row(record["decision_id"])
     with pytest.raises(GateError) as again:
-        desk.service._vote_step(row, Principal.api_key("key_old"), Vote("approve", "CHECKED", None))
+        desk.service.rules.vote_step(row, Principal.api_key("key_old"), Vote("approve", "CHECKED", None))
     assert again.value.code == "HOLD_ALREADY_VOTED"
-    step, _move, _name = desk.service._vote_step(row, Principal.api_key("key_new", ANN), Vote("approve", "CHECKED", None))
+    step, _move, _name = desk.service.rules.vote_step(row, Principal.api_key("key_new", ANN), Vote("approve", "CHECKED", None))
     assert step.outcome == "approved" and step.requested_holder is None
-    assert holds_module._approval_holder({"actor": "key_old", "holder": ANN}) == ANN
-    assert holds_module._approval_holder({"actor": "key_old", "holder": None}) == "key:key_old"
-    assert holds_module._requester_holder({"requested_by": "key_c", "requested_holder": None}) == "key:key_c"
-    assert holds_module._requester_holder({"requested_by": "key_c"}) == "key:key_c"
+    assert hold_rules._approval_holder({"actor": "key_old", "holder": ANN}) == ANN
+    assert hold_rules._approval_holder({"actor": "key_old", "holder": None}) == "key:key_old"
+    assert hold_reads.requester_holder({"requested_by": "key_c", "requested_holder": None}) == "key:key_c"
+    assert hold_reads.requester_holder({"requested_by": "key_c"}) == "key:key_c"
 
 
 def test_an_approval_that_does_not_close_lists_no_earlier_votes(desk):
     desk.set_policy(policy({"default": queue(quorum="all", members=[REVIEWER.id, SECOND.id, THIRD.id])}))
     record = desk.held()
     first = desk.service.resolve(SCOPE, REVIEWER, RESOLVE, record["decision_id"], APPROVE)["event"]
-    step, _move, name = desk.service._vote_step(desk.row(record["decision_id"]), SECOND, Vote("approve", "OK", None))
+    step, _move, name = desk.service.rules.vote_step(desk.row(record["decision_id"]), SECOND, Vote("approve", "OK", None))
     assert (step.outcome, step.votes, step.approvals_needed, name) == (None, (), None, "hold.voted")
     second = desk.service.resolve(SCOPE, SECOND, RESOLVE, record["decision_id"], APPROVE)["event"]
     assert (second["outcome"], second["votes"]) == (None, [])
@@ -1006,15 +1000,15 @@ def test_a_vote_is_judged_under_the_policy_it_is_given_and_by_its_own_claim(desk
     row = desk.row(record["decision_id"])
     vote = Vote("approve", "CHECKED", None)
     members_only = HoldPolicy.from_json(policy({"default": queue(quorum="all", members=[SECOND.id, THIRD.id])}))
-    refused = _refusal(lambda: desk.service._vote_step(row, REVIEWER, vote, members_only), "HOLD_NOT_A_MEMBER")
+    refused = _refusal(lambda: desk.service.rules.vote_step(row, REVIEWER, vote, members_only), "HOLD_NOT_A_MEMBER")
     assert refused.message == "this queue takes votes from its members only"
-    assert desk.service._vote_step(row, REVIEWER, vote)[0].outcome == "approved"  # the scope's policy: quorum any
+    assert desk.service.rules.vote_step(row, REVIEWER, vote)[0].outcome == "approved"  # the scope's policy: quorum any
     # a queue the policy no longer has: no quorum rule of its own, any reviewer's vote is judged as before
-    step, move, name = desk.service._vote_step({**row, "queue": "gone"}, REVIEWER, vote, members_only)
+    step, move, name = desk.service.rules.vote_step({**row, "queue": "gone"}, REVIEWER, vote, members_only)
     assert (step.queue, step.outcome, step.approvals_needed, move, name) == ("gone", "approved", 1, {},
                                                                             "hold.resolved")
     desk.service.claim(SCOPE, REVIEWER, RESOLVE, record["decision_id"])  # its own claim keeps nobody off
     claimed = desk.row(record["decision_id"])
     assert claimed["claimed_by"] == REVIEWER.actor
-    assert desk.service._vote_step(claimed, REVIEWER, vote)[0].outcome == "approved"
-    _refusal(lambda: desk.service._vote_step(claimed, SECOND, vote), "HOLD_CLAIMED")
+    assert desk.service.rules.vote_step(claimed, REVIEWER, vote)[0].outcome == "approved"
+    _refusal(lambda: desk.service.rules.vote_step(claimed, SECOND, vote), "HOLD_CLAIMED")

@@ -11,7 +11,7 @@ from typing import Any
 from gate.errors import GateError
 from gate.holds.events import hold_events_problems, verify_resolution
 from gate.principals import Permissions, Principal
-from gate.services.holds import HoldStep
+from gate.services.hold_writes import HoldStep
 from gate.services.lifecycle import KINDS
 from gate.services.verification import verify_stored_decision
 from workbench.app.ruletable import reads
