@@ -26,9 +26,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, cast
 
 from api.jsonio import dumps
+from gate import bodies
 from gate.errors import Signal
 from gate.services.policychecks import (
     ArgumentsInvalid,
@@ -301,26 +302,17 @@ class _InvalidParams(Signal):
 
 # ---------------------------------------------------------------------------- tool schemas
 
-# gate.policychecks.tables.normalize_id must leave something: a letter, digit or `_` once lower-cased
-# (U+0130 and U+212A lower-case to ASCII letters). Unanchored: "contains one".
-ID_CHARACTER = "[A-Za-z0-9_\u0130\u212a]"
+# The document's words about a body, not part of the rules a tool's caller is given.
+_DOCUMENT_ONLY = ("title", "description")
 
 
 def input_schema(spec: CheckSpec) -> ObjectSchema:
-    properties: dict[str, dict[str, object]] = {
-        "vendor": {"type": "string", "minLength": 1, "maxLength": 100, "pattern": ID_CHARACTER,
-                   "description": "Vendor name or id, e.g. \"Adobe\" or \"best-buy\" (case and spacing ignored)."},
-        "region": {"type": "string", "pattern": "^[A-Za-z]{2}$", "default": "US",
-                   "description": "Two-letter region code; only US terms are covered (others answer UNKNOWN)."},
-        "plan": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": ID_CHARACTER,
-                 "description": "Plan name, e.g. \"annual\"; omitted means the vendor's any-plan row."},
-    }
-    required = ["vendor"]
-    if spec.uses_days:
-        properties["days_since_purchase"] = {"type": "number", "minimum": 0, "maximum": 36500,
-                                             "description": "Whole or fractional days since the purchase."}
-        required.append("days_since_purchase")
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+    """The tool's arguments as `gate/bodies/policy-check-<service>.schema.json` states them, its
+    one home (the REST twin's OpenAPI component is the same file), less the document's title and
+    description. Argument checking stays with `validate_arguments`, which lists every problem;
+    tests/core/test_check_body_schemas.py holds the two to accept the same arguments."""
+    stated = bodies.openapi_schema(f"policy-check-{spec.service}")
+    return cast(ObjectSchema, {key: value for key, value in stated.items() if key not in _DOCUMENT_ONLY})
 
 
 _NULLABLE_STRING: dict[str, object] = {"type": ["string", "null"]}

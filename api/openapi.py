@@ -16,8 +16,6 @@ from typing import NotRequired, TypedDict
 from api import costs as K
 from api import openapi_params as P
 from api.errors import ERROR_TABLE
-from api.mcp import input_schema
-from api.openapi_receipts import RECEIPT_REQUEST_SCHEMAS
 from api.public_limits import HEAVY_KINDS
 from api.routing import (
     DECIDE_HEADERS,
@@ -102,7 +100,11 @@ _RELEASE_POLICY_PATCH: dict[str, object] = {**{k: v for k, v in _RELEASE_POLICY.
                          "minProperties": 1}
 
 SCHEMAS: dict[str, Mapping[str, object]] = {
-    **RECEIPT_REQUEST_SCHEMAS,  # derived from gate.receipts.validation (api.openapi_receipts)
+    # The receipts' bodies; their hand checks (gate.receipts.validation) are held to them
+    # (tests/core/test_receipt_body_schemas.py).
+    "ExecutionRequest": bodies.openapi_schema("execution"),
+    "OutcomeRequest": bodies.openapi_schema("outcome"),
+    "CrmSyncRequest": bodies.openapi_schema("crm-sync"),
     "ErrorBody": {
         "type": "object",
         "required": ["c", "v", "error", "message"],
@@ -119,7 +121,7 @@ SCHEMAS: dict[str, Mapping[str, object]] = {
     },
     # gate/bodies/decide.schema.json; the decide path's own checks are held to it (tests/core/test_decide_schema.py).
     "DecisionRequest": bodies.openapi_schema("decide"),
-    "PilotRequest": P.PILOT_REQUEST,
+    "PilotRequest": bodies.openapi_schema("pilot"),  # its printable runs resolved when served
     "DecisionRecord": {
         "type": "object",
         "required": ["decision_record_version", "decision_id", "verdict", "record_hash", "receipt_hash"],
@@ -144,18 +146,10 @@ SCHEMAS: dict[str, Mapping[str, object]] = {
                       "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "data": {}}},
         },
     },
-    # The REST twins take exactly their MCP tool's inputSchema (api.mcp.input_schema).
-    **{f"PolicyCheckArguments_{spec.tool}": input_schema(spec) for spec in POLICY_CHECKS},
-    "WorkflowRequest": {
-        "type": "object",
-        "required": ["vendor", "ticket_id"],
-        "properties": {**dict(input_schema(POLICY_CHECKS[0])["properties"].items()),
-                       "days_since_purchase": {**input_schema(POLICY_CHECKS[0])["properties"]["days_since_purchase"],
-                                               "description": "required for refund and return"},
-                       "ticket_id": {"oneOf": [{"type": "string", "pattern": "^[!-~]{1,200}$"},
-                                               {"type": "integer", "minimum": 0, "maximum": C.MAX_SAFE_INTEGER}]}},
-        "additionalProperties": False,
-    },
+    # Each REST twin's body is its MCP tool's inputSchema, one file (api.mcp.input_schema reads it).
+    **{f"PolicyCheckArguments_{spec.tool}": bodies.openapi_schema(f"policy-check-{spec.service}")
+       for spec in POLICY_CHECKS},
+    "WorkflowRequest": bodies.openapi_schema("workflow"),
     "ReplayRequest": bodies.openapi_schema("replay"),
     "DiffRequest": bodies.openapi_schema("diff"),
     "CounterfactualsRequest": bodies.openapi_schema("counterfactuals"),

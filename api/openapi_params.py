@@ -20,7 +20,6 @@ from typing import overload
 from gate import vocabulary as C
 from gate.packets.common import LIMIT_MAX, LIMIT_MIN
 from gate.reports.params import PARAMS as REPORT_PARAMS
-from gate.services.operations import PILOT_USE_CASES
 from gate.services.workflows import TICKETING_SYSTEMS, WORKFLOWS
 
 # Every route refuses these in path and query values (api.app, issue 6 defect 10).
@@ -150,33 +149,3 @@ def path_param(name: str) -> dict[str, object]:
     if name in ("ticketing_system", "workflow"):  # anything else is 400 WORKFLOW_UNSUPPORTED
         return {"type": "string", "enum": list(TICKETING_SYSTEMS if name == "ticketing_system" else WORKFLOWS)}
     return {"type": "string", "minLength": 1, "pattern": "^[^/\\u0000-\\u001f\\u007f-\\u009f]+$", **_SEGMENT}
-
-
-def _pilot_text(limit: int) -> dict[str, object]:
-    """api.routes.operations: trimmed, non-empty, at most `limit` printable characters."""
-    return {**printable(1, limit, f"1 to {limit} printable characters, not only spaces"),
-            "allOf": [{"pattern": "[^ ]"}]}
-
-
-# gate.services.operations.validate_submission and PilotService.confirm.
-PILOT_REQUEST: dict[str, object] = {
-    "description": "A submission (company, contact_name, contact_email, use_case, monthly_decisions, notes?, "
-                   "consent) or a confirmation (pilot_id, confirmation_token).",
-    "oneOf": [
-        {"type": "object", "additionalProperties": False,
-         "required": ["company", "contact_name", "contact_email", "use_case", "monthly_decisions", "consent"],
-         "properties": {
-             "company": _pilot_text(200), "contact_name": _pilot_text(200),
-             "contact_email": {"type": "string", "maxLength": 254, "allOf": [{"pattern": _PRINTABLE_RUN}],
-                               "pattern": (
-                 "^[^@\\s\\u0000-\\u001f]{1,64}@[A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?"
-                 "(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?)+$")},
-             "use_case": {"enum": list(PILOT_USE_CASES)},
-             "monthly_decisions": {"type": "integer", "minimum": 0, "maximum": 1_000_000_000},
-             "notes": {"type": "string", "maxLength": 2000, "pattern": "[^\\s]",
-                       "description": "free text (line breaks allowed), at most 2000 characters"},
-             "consent": {"const": True}}},
-        {"type": "object", "additionalProperties": False, "required": ["pilot_id", "confirmation_token"],
-         "properties": {"pilot_id": {"type": "string"}, "confirmation_token": {"type": "string", "maxLength": 200}}},
-    ],
-}
