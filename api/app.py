@@ -81,9 +81,10 @@ def create_app(
     app.config["MAX_CONTENT_LENGTH"] = None  # enforced by api.jsonio with the spec's error body
     if isinstance(app.json, DefaultJSONProvider):  # Flask's own provider, the one it always installs
         app.json.sort_keys = False
-    app.extensions["gate"] = _runtime(settings, ledger, signing, clock=clock, ids=ids, limiter=limiter,
-                                      adapters=adapters, analytics=analytics or NoAnalytics())
-    _mount_routes(app)
+    runtime = _runtime(settings, ledger, signing, clock=clock, ids=ids, limiter=limiter, adapters=adapters,
+                       analytics=analytics or NoAnalytics())
+    app.extensions["gate"] = runtime
+    _mount_routes(app, runtime)
     _install_request_checks(app, settings, signing)
     _install_error_bodies(app)
     return app
@@ -92,7 +93,7 @@ def create_app(
 def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSigning, *, clock: Clock | None,
              ids: IdSource | None, limiter: RateLimiter | None, adapters: AdapterRegistry | None,
              analytics: Analytics) -> GateRuntime:
-    """The core's services and background workers the routes share (`api.runtime.runtime()`), all
+    """The core's services and background workers the routes are given (`GateRuntime.route_services`), all
     built by the core's composition root (`gate.services.root`) with the serving settings, the
     guardrail and webhook hooks and the analytics' anomaly report (the policy alerts' source);
     this shell adds only its own: the rate limiter and the keys' check."""
@@ -114,10 +115,12 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSig
     )
 
 
-def _mount_routes(app: Flask) -> None:
-    """Every route module of `api/routes/` (found there, in name order) with its setup and blueprints."""
+def _mount_routes(app: Flask, runtime: GateRuntime) -> None:
+    """Every route module of `api/routes/` (found there, in name order) with its setup and blueprints,
+    each view given the services it names (`api.routing.given`)."""
+    services = runtime.route_services()
     for routes in route_tables():
-        routes.mount(app)
+        routes.mount(app, services)
     app.extensions[DOCUMENTS] = {build.__name__: build for build in (openapi_document, docs_document)}
 
 

@@ -6,13 +6,22 @@ same declarations are all the rest reads: the OpenAPI document and /docs.json (`
 the charged routes' 429 and cost headers in that document, and the public routes' per-client
 budgets (`api.public_limits`). `api.routes.route_tables` finds every route module; nothing
 else lists routes. tests/test_openapi.py holds the app's URL rules and the document equal.
+
+A view receives the services it uses, never a locator: the keyword-only parameters of the
+innermost view (`def subscriptions(caller, *, events: EventService, settings: Settings)`) name
+them, and `Routes.mount` hands each the one the app composed under that name, once, when the app
+mounts the route (`api.runtime.GateRuntime.route_services`). A view that names a service the app
+does not compose stops the app at start-up. Only the cross-cutting decorators (`keyed`,
+`charged`, the public budgets) still read the authenticator and the limiter through the app.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import wraps
 from typing import Any, TypeVar
 
 from flask import Blueprint, Flask
@@ -93,12 +102,22 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class Declared:
-    """One view as registered: its Flask endpoint name, URL rule and the endpoints it serves."""
+    """One view as registered: its Flask endpoint name, URL rule and the endpoints it serves.
+    Declared by its module, `view` is the module's function; mounted on an app, it is that function
+    given its services (`Routes.mount`)."""
 
     name: str
     rule: str
     view: Callable[..., Any]
     endpoints: tuple[Endpoint, ...]
+
+    @property
+    def blueprint(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    @property
+    def endpoint(self) -> str:
+        return self.name.split(".", 1)[1]
 
     @property
     def budget(self) -> str | None:
@@ -120,6 +139,31 @@ def path_parameters(path: str) -> list[str]:
     return _PATH_PARAMETER.findall(path)
 
 
+def wanted_services(view: Callable[..., Any]) -> tuple[str, ...]:
+    """The names of the services a view takes: the keyword-only parameters of the innermost view
+    (`inspect.signature` follows the decorators' `__wrapped__`)."""
+    parameters = inspect.signature(view).parameters.values()
+    return tuple(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+def given(view: Callable[..., Any], services: Mapping[str, object]) -> Callable[..., Any]:
+    """`view` with the services it names bound once (the view itself when it names none). A name
+    the app does not compose is a TypeError when the app mounts the route, not on a request."""
+    names = wanted_services(view)
+    if not names:
+        return view
+    missing = [name for name in names if name not in services]
+    if missing:
+        raise TypeError(f"{view.__module__}.{view.__name__} takes {missing}, which the app does not compose")
+    bound = {name: services[name] for name in names}
+
+    @wraps(view)
+    def with_services(*args: Any, **kwargs: Any) -> Any:
+        return view(*args, **kwargs, **bound)
+
+    return with_services
+
+
 def _checked(endpoints: tuple[Endpoint, ...]) -> tuple[Endpoint, ...]:
     """One view's endpoints: at least one, one path, one per method, one budget."""
     if not endpoints:
@@ -136,13 +180,14 @@ def _checked(endpoints: tuple[Endpoint, ...]) -> tuple[Endpoint, ...]:
 
 
 class Routes:
-    """A route module's routes: its blueprint (and any others it names), each view registered
-    from its declarations, and what runs when the app mounts them."""
+    """A route module's routes: its blueprint (and any others it names), each view declared with
+    its endpoints, and what runs when the app mounts them. The blueprints are made per app, at
+    `mount`, each view given the services that app composed."""
 
     def __init__(self, name: str, import_name: str) -> None:
         self.name = name
         self._import_name = import_name
-        self._blueprints: dict[str, Blueprint] = {name: Blueprint(name, import_name)}
+        self._blueprints: list[str] = [name]
         self._setup: list[Callable[[Flask], None]] = []
         self.declared: list[Declared] = []
 
@@ -161,13 +206,13 @@ class Routes:
 
     def add(self, view: Callable[..., Any], *endpoints: Endpoint, name: str | None = None,
             converters: dict[str, str] | None = None, blueprint: str | None = None) -> None:
-        """Register `view` for `endpoints` under the endpoint name `name` (default: the view's
+        """Declare `view` for `endpoints` under the endpoint name `name` (default: the view's
         name) of this module's blueprint, or of the blueprint `blueprint` (made on first use)."""
         endpoints = _checked(endpoints)
         blueprint = blueprint or self.name
-        target = self._blueprints.setdefault(blueprint, Blueprint(blueprint, self._import_name))
+        if blueprint not in self._blueprints:
+            self._blueprints.append(blueprint)
         rule, name = flask_rule(endpoints[0].path, converters), name or view.__name__
-        target.add_url_rule(rule, name, view, methods=[endpoint.method.upper() for endpoint in endpoints])
         self.declared.append(Declared(f"{blueprint}.{name}", rule, view, endpoints))
 
     def setup(self, function: Callable[[Flask], None]) -> Callable[[Flask], None]:
@@ -175,13 +220,20 @@ class Routes:
         self._setup.append(function)
         return function
 
-    def mount(self, app: Flask) -> None:
-        """Run the module's setup, then register its blueprints (in the order they were made)."""
+    def mount(self, app: Flask, services: Mapping[str, object]) -> None:
+        """Run the module's setup, then register its blueprints (in the order they were made),
+        each view given the services it names from `services` (`given`)."""
         for function in self._setup:
             function(app)
-        for blueprint in self._blueprints.values():
+        blueprints = {name: Blueprint(name, self._import_name) for name in self._blueprints}
+        mounted = [replace(declared, view=given(declared.view, services)) for declared in self.declared]
+        for declared in mounted:
+            blueprints[declared.blueprint].add_url_rule(
+                declared.rule, declared.endpoint, declared.view,
+                methods=[endpoint.method.upper() for endpoint in declared.endpoints])
+        for blueprint in blueprints.values():
             app.register_blueprint(blueprint)
-        app.extensions.setdefault(_MOUNTED, []).extend(self.declared)
+        app.extensions.setdefault(_MOUNTED, []).extend(mounted)
 
 
 def mounted(app: Flask) -> list[Declared]:
@@ -205,6 +257,8 @@ __all__ = [
     "Endpoint",
     "Routes",
     "flask_rule",
+    "given",
     "mounted",
     "path_parameters",
+    "wanted_services",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import wraps
 from typing import Concatenate, ParamSpec, TypeVar
 
@@ -36,6 +36,10 @@ from gate.settings import Settings
 
 P = ParamSpec("P")
 R = TypeVar("R")
+# Read per request through the app by the cross-cutting decorators alone (`keyed`, api.costs,
+# api.client_limits), never handed to a route: a test or an operator may swap the limiter while
+# the app runs. The workers are the dispatcher's business; a route wakes it (`wake_dispatcher`).
+_NOT_FOR_ROUTES = frozenset({"auth", "limiter", "dispatcher", "hold_sweeper"})
 
 
 @dataclass
@@ -80,8 +84,19 @@ class GateRuntime:
     def now_ms(self) -> int:
         return int(self.service.clock.now().timestamp() * 1000)
 
+    def route_services(self) -> dict[str, object]:
+        """What a route may take, by the name its view's keyword-only parameter gives
+        (`api.routing.given`): the composed services and settings, and three capabilities:
+        `wake_dispatcher`, `now_ms` and `workers`. Handed over once, when the app mounts its routes."""
+        given: dict[str, object] = {field.name: getattr(self, field.name) for field in fields(self)
+                                    if field.name not in _NOT_FOR_ROUTES}
+        return {**given, "wake_dispatcher": self.wake_dispatcher, "now_ms": self.now_ms, "workers": self.workers}
+
 
 def runtime() -> GateRuntime:
+    """The app's runtime, for the cross-cutting decorators and helpers of `api/` (auth, cost and
+    client limits, metrics). A route takes its services as parameters instead (`api.routing.given`;
+    tests/test_architecture.py holds `api/routes/` to no call of this)."""
     rt: GateRuntime = current_app.extensions["gate"]  # set by api.app.create_app
     return rt
 

@@ -17,10 +17,10 @@ from api.costs import LINKS_PER_UNIT, Weight, charged, units
 from api.errors import json_response
 from api.query import int_arg
 from api.routing import Endpoint, Routes
-from api.runtime import keyed, runtime
+from api.runtime import keyed
 from gate.errors import GateError
 from gate.services.chain_view import chain_view
-from gate.services.chains import consistency_for, inclusion_for
+from gate.services.chains import AuditChainService, consistency_for, inclusion_for
 from gate.services.decide import Caller
 
 routes = Routes("chains", __name__)
@@ -53,8 +53,8 @@ CHAIN_WEIGHT = Weight(query=lambda: units(_limit(), LINKS_PER_UNIT))
 ))
 @keyed("SVC_CHAIN_UNAUTHORIZED")
 @charged(CHAIN_WEIGHT)
-def chain(caller: Caller, chain_id: str) -> Response:
-    return _answer(chain_view(runtime().audit, caller.scope, chain_id, _limit()))
+def chain(caller: Caller, chain_id: str, *, audit: AuditChainService) -> Response:
+    return _answer(chain_view(audit, caller.scope, chain_id, _limit()))
 
 
 @routes.route(Endpoint(
@@ -70,12 +70,12 @@ def chain(caller: Caller, chain_id: str) -> Response:
     tags=("audit",),
 ))
 @keyed("SVC_CHAIN_UNAUTHORIZED")
-def inclusion(caller: Caller, chain_id: str) -> Response:
+def inclusion(caller: Caller, chain_id: str, *, audit: AuditChainService) -> Response:
     decision_id = request.args.get("decision_id")
     if not decision_id:
         raise GateError("REQUEST_INVALID", "decision_id is required",
                         errors=[{"field": "decision_id", "code": "missing_field", "message": "required"}])
-    body = inclusion_for(runtime().audit, caller.scope, chain_id, decision_id, int_arg("tree_size"))
+    body = inclusion_for(audit, caller.scope, chain_id, decision_id, int_arg("tree_size"))
     return _answer(body)
 
 
@@ -91,12 +91,12 @@ def inclusion(caller: Caller, chain_id: str) -> Response:
     tags=("audit",),
 ))
 @keyed("SVC_CHAIN_UNAUTHORIZED")
-def consistency(caller: Caller, chain_id: str) -> Response:
+def consistency(caller: Caller, chain_id: str, *, audit: AuditChainService) -> Response:
     first = int_arg("first")
     if first is None:
         raise GateError("REQUEST_INVALID", "first is required",
                         errors=[{"field": "first", "code": "missing_field", "message": "required"}])
-    return _answer(consistency_for(runtime().audit, caller.scope, chain_id, first, int_arg("second")))
+    return _answer(consistency_for(audit, caller.scope, chain_id, first, int_arg("second")))
 
 
 @routes.route(Endpoint(
@@ -114,12 +114,12 @@ def consistency(caller: Caller, chain_id: str) -> Response:
     tags=("audit",),
 ))
 @keyed("SVC_CHAIN_UNAUTHORIZED")
-def checkpoint(caller: Caller, chain_id: str) -> Response:
+def checkpoint(caller: Caller, chain_id: str, *, audit: AuditChainService) -> Response:
     """The signed checkpoint of the caller's chain at its head (appended to the gate's own
     checkpoint log), and with `first` the consistency proof from that tree size, so a witness
     can check it extends the checkpoint it holds. 409 `CHAIN_INTEGRITY_FAILED` when the stored
     chain contradicts itself or the gate's log; nothing is signed then."""
-    if not runtime().audit.owns(caller.scope, chain_id):
+    if not audit.owns(caller.scope, chain_id):
         return _answer(None)
-    published = runtime().audit.publish_checkpoint(chain_id, int_arg("first"))
+    published = audit.publish_checkpoint(chain_id, int_arg("first"))
     return _answer({"ok": True, **published} if published else None)

@@ -5,6 +5,8 @@ exist. A subscription's secret is answered once, when it is made or rotated."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import Response, request
 
 from api.costs import Weight, charged
@@ -12,7 +14,7 @@ from api.errors import json_response
 from api.jsonio import read_json
 from api.routes.releases import principal_of
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
-from api.runtime import keyed, runtime
+from api.runtime import keyed
 from gate import bodies
 from gate.errors import GateError
 from gate.governance.table import DENIED, EVENT_SETTINGS, EVENT_SUBSCRIPTIONS
@@ -20,6 +22,8 @@ from gate.principals import require
 from gate.services.decide import Caller
 from gate.services.events import EventService, event_data
 from gate.services.governance import approval_members
+from gate.services.scope_events import ScopeEventService
+from gate.settings import Settings
 
 routes = Routes("events", __name__)
 _ERRORS = AUTH_ERRORS + ("EVENTS_PERMISSION_DENIED", "LEDGER_UNAVAILABLE")
@@ -34,11 +38,6 @@ MAX_EVENTS_PAGE = 500
 def _require_admin(caller: Caller) -> None:
     """Every events route needs `admin` (gate.principals.require), refused with EVENTS_PERMISSION_DENIED."""
     require(caller.permissions, "admin", DENIED[EVENT_SETTINGS])
-
-
-def _events() -> EventService:
-    service: EventService = runtime().events
-    return service
 
 
 @routes.route(
@@ -63,15 +62,15 @@ def _events() -> EventService:
 )
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def subscriptions(caller: Caller) -> Response:
+def subscriptions(caller: Caller, *, events: EventService, settings: Settings, wake_dispatcher: Callable[[], None]) -> Response:
     """GET: the scope's subscriptions (no secrets). POST `{url, event_types?, from?}`: a new one,
     201 with its secret (shown this once); 400 `EVENT_TARGET_REFUSED` for an address inside."""
     _require_admin(caller)
     if request.method == "GET":
-        return json_response(200, {"ok": True, "subscriptions": _events().listed(caller.scope)})
-    body = read_json(request, runtime().settings.max_body_bytes)
-    view, secret, event = _events().subscribe_governed(caller.scope, principal_of(caller), caller.permissions, body)
-    runtime().wake_dispatcher()
+        return json_response(200, {"ok": True, "subscriptions": events.listed(caller.scope)})
+    body = read_json(request, settings.max_body_bytes)
+    view, secret, event = events.subscribe_governed(caller.scope, principal_of(caller), caller.permissions, body)
+    wake_dispatcher()
     requested = event is not None and event["action"] == "policy_request"
     return json_response(202 if requested else 201, {"ok": True, "subscription": view, "secret": secret,
                                                      "requested": requested, "event": event})
@@ -96,15 +95,16 @@ def subscriptions(caller: Caller) -> Response:
 )
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def approve_subscriptions(caller: Caller) -> Response:
+def approve_subscriptions(caller: Caller, *, events: EventService, settings: Settings,
+                          wake_dispatcher: Callable[[], None]) -> Response:
     """GET (admin): the live subscription requests. POST (`approve`, never the requester): apply one."""
     if request.method == "GET":
         _require_admin(caller)
-        return json_response(200, {"ok": True, **_events().pending_subscriptions(caller.scope)})
-    request_seq, reason = approval_members(EVENT_SUBSCRIPTIONS, read_json(request, runtime().settings.max_body_bytes))
-    started, event = _events().approve_subscriptions(caller.scope, principal_of(caller), caller.permissions,
+        return json_response(200, {"ok": True, **events.pending_subscriptions(caller.scope)})
+    request_seq, reason = approval_members(EVENT_SUBSCRIPTIONS, read_json(request, settings.max_body_bytes))
+    started, event = events.approve_subscriptions(caller.scope, principal_of(caller), caller.permissions,
                                                      request_seq, reason)
-    runtime().wake_dispatcher()
+    wake_dispatcher()
     return json_response(200, {"ok": True, "subscriptions": started, "event": event})
 
 
@@ -124,16 +124,17 @@ def approve_subscriptions(caller: Caller) -> Response:
 )
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def subscription(caller: Caller, subscription_id: str) -> Response:
+def subscription(caller: Caller, subscription_id: str, *, events: EventService, settings: Settings,
+                 wake_dispatcher: Callable[[], None]) -> Response:
     """GET: one subscription. PATCH `{"status": "active" | "disabled", "skip_pruned"?: bool}`: enable or
     disable it."""
     _require_admin(caller)
     if request.method == "GET":
-        return json_response(200, {"ok": True, "subscription": _events().show(caller.scope, subscription_id)})
-    body = bodies.checked("event-subscription-status", read_json(request, runtime().settings.max_body_bytes),
+        return json_response(200, {"ok": True, "subscription": events.show(caller.scope, subscription_id)})
+    body = bodies.checked("event-subscription-status", read_json(request, settings.max_body_bytes),
                           "EVENT_SUBSCRIPTION_INVALID")
-    view = _events().set_status(caller.scope, subscription_id, body["status"], body.get("skip_pruned", False))
-    runtime().wake_dispatcher()
+    view = events.set_status(caller.scope, subscription_id, body["status"], body.get("skip_pruned", False))
+    wake_dispatcher()
     return json_response(200, {"ok": True, "subscription": view})
 
 
@@ -146,12 +147,12 @@ def subscription(caller: Caller, subscription_id: str) -> Response:
     request_body="EventSecretRotation", tags=("events",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def rotate(caller: Caller, subscription_id: str) -> Response:
+def rotate(caller: Caller, subscription_id: str, *, events: EventService, settings: Settings) -> Response:
     """A new secret (shown once); the old one keeps signing beside it for `overlap_seconds`."""
     _require_admin(caller)
-    body = bodies.checked("event-rotation", read_json(request, runtime().settings.max_body_bytes)
+    body = bodies.checked("event-rotation", read_json(request, settings.max_body_bytes)
                           if request.content_length else {}, "EVENT_SUBSCRIPTION_INVALID")
-    view, secret = _events().rotate(caller.scope, subscription_id, body.get("overlap_seconds"))
+    view, secret = events.rotate(caller.scope, subscription_id, body.get("overlap_seconds"))
     return json_response(200, {"ok": True, "subscription": view, "secret": secret})
 
 
@@ -166,11 +167,12 @@ def rotate(caller: Caller, subscription_id: str) -> Response:
     tags=("events",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def replay(caller: Caller, subscription_id: str) -> Response:
+def replay(caller: Caller, subscription_id: str, *, events: EventService, settings: Settings,
+           wake_dispatcher: Callable[[], None]) -> Response:
     """Send events again: `{"seq": n}` or `{"since": time, "until": time}`; 202 with the count queued."""
     _require_admin(caller)
-    queued = _events().replay(caller.scope, subscription_id, read_json(request, runtime().settings.max_body_bytes))
-    runtime().wake_dispatcher()
+    queued = events.replay(caller.scope, subscription_id, read_json(request, settings.max_body_bytes))
+    wake_dispatcher()
     return json_response(202, {"ok": True, "queued": queued})
 
 
@@ -182,10 +184,10 @@ def replay(caller: Caller, subscription_id: str) -> Response:
     errors=_ERRORS + ("EVENT_SUBSCRIPTION_NOT_FOUND",), tags=("events",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def deliveries(caller: Caller, subscription_id: str) -> Response:
+def deliveries(caller: Caller, subscription_id: str, *, events: EventService) -> Response:
     """Success rate, latency, lag and the last failures (the receiver's status and answer, as text)."""
     _require_admin(caller)
-    return json_response(200, {"ok": True, **_events().deliveries(caller.scope, subscription_id)})
+    return json_response(200, {"ok": True, **events.deliveries(caller.scope, subscription_id)})
 
 
 @routes.route(
@@ -204,19 +206,20 @@ def deliveries(caller: Caller, subscription_id: str) -> Response:
              errors=BODY_ERRORS + _ERRORS + ("EVENT_SETTINGS_INVALID", "GOVERNANCE_REQUEST_INVALID",
                                              "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED"),
              request_body="EventSettings", tags=("events",), charged=True),
+    name="settings",  # the endpoint's name since it was made; the view's own name is the setting's
 )
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def settings(caller: Caller) -> Response:
+def event_settings(caller: Caller, *, scope_events: ScopeEventService, settings: Settings,
+                   wake_dispatcher: Callable[[], None]) -> Response:
     """GET: the scope's opt-in events. PUT `{decision_created, anomaly_every_seconds}` (admin): 200
     in force, or 202 a request waiting for a second principal."""
     _require_admin(caller)
-    service = runtime().scope_events
     if request.method == "GET":
-        return json_response(200, {"ok": True, "settings": service.settings(caller.scope)})
-    body = read_json(request, runtime().settings.max_body_bytes)
-    answer = service.put_settings(caller.scope, principal_of(caller), caller.permissions, body)
-    runtime().wake_dispatcher()
+        return json_response(200, {"ok": True, "settings": scope_events.settings(caller.scope)})
+    body = read_json(request, settings.max_body_bytes)
+    answer = scope_events.put_settings(caller.scope, principal_of(caller), caller.permissions, body)
+    wake_dispatcher()
     return json_response(202 if answer["requested"] else 200, {"ok": True, **answer})
 
 
@@ -234,12 +237,13 @@ def settings(caller: Caller) -> Response:
     request_body="SettingApproval", tags=("events",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def approve_settings(caller: Caller) -> Response:
+def approve_settings(caller: Caller, *, scope_events: ScopeEventService, settings: Settings,
+                     wake_dispatcher: Callable[[], None]) -> Response:
     """A second principal (`approve`, never the requester) applies a pending event-settings request."""
-    request_seq, reason = approval_members(EVENT_SETTINGS, read_json(request, runtime().settings.max_body_bytes))
-    answer = runtime().scope_events.approve_settings(caller.scope, principal_of(caller), caller.permissions,
+    request_seq, reason = approval_members(EVENT_SETTINGS, read_json(request, settings.max_body_bytes))
+    answer = scope_events.approve_settings(caller.scope, principal_of(caller), caller.permissions,
                                                      request_seq, reason)
-    runtime().wake_dispatcher()
+    wake_dispatcher()
     return json_response(200, {"ok": True, **answer})
 
 
@@ -253,11 +257,11 @@ def approve_settings(caller: Caller) -> Response:
     tags=("events",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def events(caller: Caller) -> Response:
+def events(caller: Caller, *, events: EventService) -> Response:
     """The scope's events after `after` (a seq, default 0), oldest first, at most `limit` (500)."""
     _require_admin(caller)
     after, limit = request.args.get("after", "0"), request.args.get("limit", "100")
     if not (after.isdigit() and limit.isdigit() and len(after) < 12 and 1 <= int(limit) <= MAX_EVENTS_PAGE):
         raise GateError("REQUEST_INVALID", f"after is a seq (a whole number) and limit 1 to {MAX_EVENTS_PAGE}")
-    rows = _events().read(caller.scope, int(after), int(limit))
+    rows = events.read(caller.scope, int(after), int(limit))
     return json_response(200, {"ok": True, "events": [event_data(r) for r in rows]})

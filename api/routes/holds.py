@@ -5,6 +5,7 @@ and escalations need the `resolve` permission; the hold policy needs `admin`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flask import Response, request
@@ -16,13 +17,14 @@ from api.parking import PARK
 from api.query import int_arg
 from api.routes.releases import principal_of
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
-from api.runtime import keyed, runtime
+from api.runtime import keyed
 from gate.governance.table import HOLD_POLICY
 from gate.holds.policy import PRIORITIES
 from gate.services.decide import Caller
 from gate.services.governance import approval_members
 from gate.services.hold_reads import ASSIGNEES, LIST_FILTERS, MAX_SEARCH, SEARCH_PATTERN
 from gate.services.holds import HoldService
+from gate.settings import Settings
 
 routes = Routes("holds", __name__)
 _HOLD = "/api/holds/{decision_id}"
@@ -42,11 +44,6 @@ ACTION_WEIGHT = Weight(base=2)
 MAX_WAIT_SECONDS = 30
 MAX_PAGE = 500
 _IN_THREAD = object()  # no parking offered (the test client, the development server)
-
-
-def _holds() -> HoldService:
-    service: HoldService = runtime().holds
-    return service
 
 
 @routes.route(Endpoint(
@@ -74,14 +71,14 @@ def _holds() -> HoldService:
     tags=("holds",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
-def inbox(caller: Caller) -> Response:
+def inbox(caller: Caller, *, holds: HoldService) -> Response:
     """The scope's holds (`HoldService.list`: its order, filters and refusals), read as the key's
     principal (`assignee=mine`)."""
     state, queue = request.args.get("state", "open"), request.args.get("queue")
     limit = int_arg("limit", low=1, high=MAX_PAGE, default=50) or 50
     offset = int_arg("offset", low=0, high=1_000_000, default=0) or 0
     filters = {name: request.args.get(name) for name in LIST_FILTERS}
-    return json_response(200, _holds().list(caller.scope, state=state, queue=queue, limit=limit, offset=offset,
+    return json_response(200, holds.list(caller.scope, state=state, queue=queue, limit=limit, offset=offset,
                                             filters=filters, reader=principal_of(caller).actor))
 
 
@@ -96,8 +93,8 @@ _GOVERNED = ("GOVERNANCE_REQUEST_INVALID", "LEDGER_UNAVAILABLE", "RULEBOOK_ATTES
     tags=("holds",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
-def policy(caller: Caller) -> Response:
-    return json_response(200, _holds().policy_document(caller.scope))
+def policy(caller: Caller, *, holds: HoldService) -> Response:
+    return json_response(200, holds.policy_document(caller.scope))
 
 
 @routes.route(Endpoint(
@@ -115,10 +112,10 @@ def policy(caller: Caller) -> Response:
     request_body="HoldPolicy", tags=("holds",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(ACTION_WEIGHT)
-def set_policy(caller: Caller) -> Response:
+def set_policy(caller: Caller, *, holds: HoldService, settings: Settings) -> Response:
     """The whole hold policy (admin): 200 in force, or 202 a request waiting for a second principal."""
-    body = read_json(request, runtime().settings.max_body_bytes)
-    answer = _holds().set_policy(caller.scope, principal_of(caller), caller.permissions, body)
+    body = read_json(request, settings.max_body_bytes)
+    answer = holds.set_policy(caller.scope, principal_of(caller), caller.permissions, body)
     return json_response(202 if answer["requested"] else 200, answer)
 
 
@@ -135,10 +132,10 @@ def set_policy(caller: Caller) -> Response:
     request_body="SettingApproval", tags=("holds",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(ACTION_WEIGHT)
-def approve_policy(caller: Caller) -> Response:
+def approve_policy(caller: Caller, *, holds: HoldService, settings: Settings) -> Response:
     """A second principal (`approve`, never the requester) applies a pending hold-policy request."""
-    request_seq, reason = approval_members(HOLD_POLICY, read_json(request, runtime().settings.max_body_bytes))
-    answer = _holds().approve_policy(caller.scope, principal_of(caller), caller.permissions, request_seq, reason)
+    request_seq, reason = approval_members(HOLD_POLICY, read_json(request, settings.max_body_bytes))
+    answer = holds.approve_policy(caller.scope, principal_of(caller), caller.permissions, request_seq, reason)
     return json_response(200, answer)
 
 
@@ -152,10 +149,10 @@ def approve_policy(caller: Caller) -> Response:
     charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(Weight(base=10))
-def history(caller: Caller) -> Response:
+def history(caller: Caller, *, holds: HoldService) -> Response:
     """The scope's hold chain (`hold_history_v1`, its head signed as of now) that `gate verify
     --hold-history` checks offline."""
-    return json_response(200, _holds().history_document(caller.scope))
+    return json_response(200, holds.history_document(caller.scope))
 
 
 @routes.route(Endpoint(
@@ -164,25 +161,25 @@ def history(caller: Caller) -> Response:
     errors=_HOLD_ERRORS, tags=("holds",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
-def show(caller: Caller, decision_id: str) -> Response:
-    return json_response(200, {"ok": True, "hold": _holds().show(caller.scope, decision_id)})
+def show(caller: Caller, decision_id: str, *, holds: HoldService) -> Response:
+    return json_response(200, {"ok": True, "hold": holds.show(caller.scope, decision_id)})
 
 
-def act(caller: Caller, decision_id: str, action: str) -> Response:
+def act(caller: Caller, decision_id: str, action: str, *, holds: HoldService, settings: Settings,
+        wake_dispatcher: Callable[[], None]) -> Response:
     """One signed step: `resolve` `{decision, reason_code, note?}`, `claim`, `unclaim`,
     `reassign` `{queue, note?}`, `escalate`. 201 with the event and the hold after it."""
-    service = _holds()
     principal = principal_of(caller)
-    body: Any = read_json(request, runtime().settings.max_body_bytes) if action in ("resolve", "reassign") else None
+    body: Any = read_json(request, settings.max_body_bytes) if action in ("resolve", "reassign") else None
     if action == "resolve":
-        answer = service.resolve(caller.scope, principal, caller.permissions, decision_id, body)
+        answer = holds.resolve(caller.scope, principal, caller.permissions, decision_id, body)
     elif action in ("claim", "unclaim"):
-        answer = service.claim(caller.scope, principal, caller.permissions, decision_id, action == "unclaim")
+        answer = holds.claim(caller.scope, principal, caller.permissions, decision_id, action == "unclaim")
     elif action == "reassign":
-        answer = service.reassign(caller.scope, principal, caller.permissions, decision_id, body)
+        answer = holds.reassign(caller.scope, principal, caller.permissions, decision_id, body)
     else:
-        answer = service.escalate(caller.scope, principal, caller.permissions, decision_id)
-    runtime().wake_dispatcher()
+        answer = holds.escalate(caller.scope, principal, caller.permissions, decision_id)
+    wake_dispatcher()
     return json_response(201, answer)
 
 
@@ -190,8 +187,9 @@ def _step_route(endpoint: Endpoint) -> None:
     """POST /api/holds/<decision_id>/<action>: one route per step, so each is declared as it is."""
     action = endpoint.path.rsplit("/", 1)[-1]
 
-    def route(caller: Caller, decision_id: str) -> Response:
-        return act(caller, decision_id, action)
+    def route(caller: Caller, decision_id: str, *, holds: HoldService, settings: Settings,
+              wake_dispatcher: Callable[[], None]) -> Response:
+        return act(caller, decision_id, action, holds=holds, settings=settings, wake_dispatcher=wake_dispatcher)
     route.__name__ = f"hold_{action}"
     routes.add(keyed("SVC_API_UNAUTHORIZED")(charged(ACTION_WEIGHT)(route)), endpoint)
 
@@ -226,18 +224,17 @@ for _step in (
             {"type": "integer", "minimum": 0, "maximum": 30}),), tags=("holds",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
-def resolution(caller: Caller, decision_id: str) -> Response:
+def resolution(caller: Caller, decision_id: str, *, holds: HoldService) -> Response:
     """The held decision's state and, once closed, its signed resolution. `wait` (0-30 s) waits
     for the close: served by `gate serve`, the request is parked in the worker's event loop and
     holds no thread; it is answered within a second of a close in any process, or at the end of
     the wait with the state still `open` (never approval)."""
     wait = int_arg("wait", low=0, high=MAX_WAIT_SECONDS, default=0) or 0
-    service = _holds()
-    answer = service.resolution(caller.scope, decision_id)
+    answer = holds.resolution(caller.scope, decision_id)
     if answer["state"] == "open" and wait > 0 and request.environ.get(PARK, _IN_THREAD) is not None:
         # None: this is the parked request's resumed run, which answers the state as it is now.
         park = request.environ.get(PARK, _IN_THREAD)
         if park is not _IN_THREAD and park(decision_id, float(wait)):
             return json_response(202, {"ok": True, "parked": True})  # never sent: the worker answers later
-        answer = service.wait_closed(caller.scope, decision_id, float(wait))  # no parking here (or lot full)
+        answer = holds.wait_closed(caller.scope, decision_id, float(wait))  # no parking here (or lot full)
     return json_response(200, answer)

@@ -14,10 +14,12 @@ from api.errors import json_response
 from api.jsonio import read_json
 from api.routes.releases import principal_of
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
-from api.runtime import keyed, runtime
+from api.runtime import keyed
 from gate.governance.table import API_KEYS
 from gate.services.decide import Caller
 from gate.services.governance import approval_members
+from gate.services.keys import KeyService
+from gate.settings import Settings
 
 routes = Routes("keys", __name__)
 
@@ -32,8 +34,8 @@ ACTION_WEIGHT = Weight(base=2)
     tags=("keys",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
-def grants(caller: Caller) -> Response:
-    return json_response(200, runtime().keys.document(caller.scope))
+def grants(caller: Caller, *, keys: KeyService) -> Response:
+    return json_response(200, keys.document(caller.scope))
 
 
 @routes.route(Endpoint(
@@ -51,10 +53,9 @@ def grants(caller: Caller) -> Response:
     request_body="SettingApproval", tags=("keys",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(ACTION_WEIGHT)
-def approve_grant(caller: Caller) -> Response:
+def approve_grant(caller: Caller, *, keys: KeyService, settings: Settings) -> Response:
     """A second holder (`approve`, never the requester's) applies a pending key grant request."""
-    request_seq, reason = approval_members(API_KEYS, read_json(request, runtime().settings.max_body_bytes))
-    keys = runtime().keys
+    request_seq, reason = approval_members(API_KEYS, read_json(request, settings.max_body_bytes))
     change = keys.approve(caller.scope, principal_of(caller), caller.permissions, request_seq, reason)
     return json_response(200, {**keys.document(caller.scope), "event": change.governance,
                                "grants": list(change.grants)})

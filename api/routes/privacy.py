@@ -6,6 +6,8 @@ never lands in a URL or a log."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import Response, request
 
 from api.costs import Weight, charged
@@ -13,15 +15,18 @@ from api.errors import json_response
 from api.jsonio import read_json
 from api.routes.releases import principal_of
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
-from api.runtime import keyed, runtime
+from api.runtime import keyed
 from gate.governance.table import DENIED, PRIVACY, SUBJECT_ERASURE
 from gate.principals import require
 from gate.privacy.erasure import INVALID as ERASURE_INVALID
 from gate.privacy.erasure import NOT_FOUND as SUBJECT_NOT_FOUND
 from gate.services.decide import Caller
+from gate.services.erasure import ErasureService
 from gate.services.governance import approval_members
+from gate.services.privacy import PrivacyService
 from gate.services.subjects import INVALID as SUBJECT_INVALID
-from gate.services.subjects import UNDECLARED
+from gate.services.subjects import UNDECLARED, SubjectService
+from gate.settings import Settings
 
 routes = Routes("privacy", __name__)
 _ERRORS = AUTH_ERRORS + ("PRIVACY_PERMISSION_DENIED", "LEDGER_UNAVAILABLE")
@@ -53,17 +58,16 @@ _APPROVAL_ERRORS = ("GOVERNANCE_REQUEST_INVALID", "GOVERNANCE_REQUEST_NOT_FOUND"
 )
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def privacy(caller: Caller) -> Response:
+def privacy(caller: Caller, *, privacy: PrivacyService, settings: Settings, wake_dispatcher: Callable[[], None]) -> Response:
     """GET: the scope's privacy settings. PUT (admin): 200 in force, or 202 waiting for a second holder."""
     require(caller.permissions, "admin", DENIED[PRIVACY])
-    service = runtime().privacy
     if request.method == "GET":
-        answer = service.document(caller.scope)
+        answer = privacy.document(caller.scope)
         return json_response(200, {"ok": True, "privacy": answer["privacy"], "pending": answer["pending"],
                                    "governance_seq": answer["governance_seq"]})
-    body = read_json(request, runtime().settings.max_body_bytes)
-    answer = service.put(caller.scope, principal_of(caller), caller.permissions, body)
-    runtime().wake_dispatcher()
+    body = read_json(request, settings.max_body_bytes)
+    answer = privacy.put(caller.scope, principal_of(caller), caller.permissions, body)
+    wake_dispatcher()
     return json_response(202 if answer["requested"] else 200, {"ok": True, **answer})
 
 
@@ -80,11 +84,11 @@ def privacy(caller: Caller) -> Response:
     request_body="SettingApproval", tags=("privacy",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def approve(caller: Caller) -> Response:
+def approve(caller: Caller, *, privacy: PrivacyService, settings: Settings, wake_dispatcher: Callable[[], None]) -> Response:
     """A second holder (`approve`) applies a pending privacy request."""
-    request_seq, reason = approval_members(PRIVACY, read_json(request, runtime().settings.max_body_bytes))
-    answer = runtime().privacy.approve(caller.scope, principal_of(caller), caller.permissions, request_seq, reason)
-    runtime().wake_dispatcher()
+    request_seq, reason = approval_members(PRIVACY, read_json(request, settings.max_body_bytes))
+    answer = privacy.approve(caller.scope, principal_of(caller), caller.permissions, request_seq, reason)
+    wake_dispatcher()
     return json_response(200, {"ok": True, **answer})
 
 
@@ -102,11 +106,11 @@ def approve(caller: Caller) -> Response:
     tags=("privacy",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(EXPORT_WEIGHT)
-def subject_export(caller: Caller) -> Response:
+def subject_export(caller: Caller, *, subjects: SubjectService, settings: Settings) -> Response:
     """One page of a subject's export (admin), read from the caller's scope only."""
     require(caller.permissions, "admin", DENIED[PRIVACY])
-    body = read_json(request, runtime().settings.max_body_bytes)
-    answer = runtime().subjects.export_body(caller.scope, body)
+    body = read_json(request, settings.max_body_bytes)
+    answer = subjects.export_body(caller.scope, body)
     return json_response(200, {"ok": True, **answer})
 
 
@@ -132,16 +136,15 @@ def subject_export(caller: Caller) -> Response:
 )
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(ERASURE_WEIGHT)
-def subject_erasure(caller: Caller) -> Response:
+def subject_erasure(caller: Caller, *, erasures: ErasureService, settings: Settings, wake_dispatcher: Callable[[], None]) -> Response:
     """GET: the pending erasures (admin). POST (admin): a request a second holder approves (202)."""
-    service = runtime().erasures
     if request.method == "GET":
-        return json_response(200, {"ok": True, **service.pending(caller.scope, principal_of(caller),
+        return json_response(200, {"ok": True, **erasures.pending(caller.scope, principal_of(caller),
                                                                  caller.permissions)})
     require(caller.permissions, "admin", DENIED[SUBJECT_ERASURE])
-    body = read_json(request, runtime().settings.max_body_bytes)
-    answer = service.request(caller.scope, principal_of(caller), caller.permissions, body)
-    runtime().wake_dispatcher()
+    body = read_json(request, settings.max_body_bytes)
+    answer = erasures.request(caller.scope, principal_of(caller), caller.permissions, body)
+    wake_dispatcher()
     return json_response(202, {"ok": True, **answer})
 
 
@@ -158,9 +161,10 @@ def subject_erasure(caller: Caller) -> Response:
     errors=BODY_ERRORS + _ERRORS + _APPROVAL_ERRORS, request_body="SettingApproval", tags=("privacy",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def approve_erasure(caller: Caller) -> Response:
+def approve_erasure(caller: Caller, *, erasures: ErasureService, settings: Settings,
+                    wake_dispatcher: Callable[[], None]) -> Response:
     """A second holder (`approve`) approves a pending erasure: the named decisions' inputs go."""
-    request_seq, reason = approval_members(SUBJECT_ERASURE, read_json(request, runtime().settings.max_body_bytes))
-    answer = runtime().erasures.approve(caller.scope, principal_of(caller), caller.permissions, request_seq, reason)
-    runtime().wake_dispatcher()
+    request_seq, reason = approval_members(SUBJECT_ERASURE, read_json(request, settings.max_body_bytes))
+    answer = erasures.approve(caller.scope, principal_of(caller), caller.permissions, request_seq, reason)
+    wake_dispatcher()
     return json_response(200, {"ok": True, **answer})

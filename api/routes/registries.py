@@ -17,22 +17,23 @@ from api.runtime import keyed, runtime
 from gate import __version__
 from gate import vocabulary as C
 from gate.errors import GateError
-from gate.keys.config import FIX_MISSING_KEYRING
+from gate.keys.config import FIX_MISSING_KEYRING, LiveSigning, SigningSetup
 from gate.protocol.canonical import CanonicalJSONError, parse_strict, sha256_hex
 from gate.protocol.types import RulebookContract
 from gate.rulebook import schema_hash
-from gate.services.decide import Caller
+from gate.services.decide import Caller, DecisionService
 from gate.services.periodic import PeriodicWorker
+from gate.settings import Settings
 
 routes = Routes("registries", __name__)
 
 _HASH = re.compile(r"^[0-9a-f]{64}$")
 
 
-def rulebook_contract() -> RulebookContract:
+def rulebook_contract(schema_url: str) -> RulebookContract:
     return {
         "schema_version": C.RULEBOOK_SCHEMA_VERSION,
-        "schema_url": runtime().settings.schema_url,
+        "schema_url": schema_url,
         "schema_hash": schema_hash(),
         "evaluator_version": C.EVALUATOR_VERSION,
     }
@@ -43,6 +44,8 @@ def rulebook_contract() -> RulebookContract:
     False, {200: "ready", 503: "degraded (same body shape)"}, tags=("registries",), budget="public",
 ))
 def status() -> Response:
+    # The one route left on the runtime: readiness reports the rate limiter, which the app reads per
+    # request (api.runtime._NOT_FOR_ROUTES), beside everything else it composed.
     rt = runtime()
     ledger_ok = rt.service.ledger_ready()
     limiter_ok = rt.limiter.ping()
@@ -69,7 +72,7 @@ def status() -> Response:
         "interface_version": C.INTERFACE_VERSION,
         "decision_protocol_version": C.DECISION_PROTOCOL_VERSION,
         "decision_record_version": C.DECISION_RECORD_VERSION,
-        "rulebook_contract": rulebook_contract(),
+        "rulebook_contract": rulebook_contract(rt.settings.schema_url),
         "supported_modes": [C.MODE_RULEBOOK, *(C.LEGACY_MODES if rt.service.advisory is not None else ())],
         "advisory_modes": {"enabled": rt.service.advisory is not None, "production_verdict": False,
                            "modes": list(C.LEGACY_MODES) if rt.service.advisory is not None else []},
@@ -113,20 +116,19 @@ def workers_view(workers: list[PeriodicWorker]) -> dict[str, Any]:
     "get", "/api/decision/receipt-keys", "Public receipt key registry (active and retired Ed25519 keys).",
     False, {200: "key registry"}, tags=("registries",), budget="public",
 ))
-def receipt_keys() -> Response:
-    rt = runtime()
-    signer = rt.signing.receipt_signer()
+def receipt_keys(*, signing: SigningSetup | LiveSigning) -> Response:
+    signer = signing.receipt_signer()
     body = {
         "ok": True,
         "receipt_key_registry_version": C.RECEIPT_KEY_REGISTRY_VERSION,
         "active_receipt_key_id": signer.key_id if signer else None,
         "active_receipt_signature_algorithm": signer.algorithm if signer else None,
-        "keys": rt.signing.registry_entries(),
+        "keys": signing.registry_entries(),
     }
-    if rt.signing.hmac_key is not None:
+    if signing.hmac_key is not None:
         # The secret is never disclosed: HMAC receipts are verifiable only by its holders.
         body["hmac_keys"] = [
-            {"key_id": rt.signing.hmac_key.key_id, "algorithm": C.SIG_HMAC_SHA256, "status": "active"}
+            {"key_id": signing.hmac_key.key_id, "algorithm": C.SIG_HMAC_SHA256, "status": "active"}
         ]
     return json_response(200, body)
 
@@ -211,9 +213,8 @@ def _published_bundles(policy_dir: str | None) -> tuple[PublishedBundle, ...]:
              "description": "64-hex bundle hash to resolve (case and surrounding space ignored)"}),),
     tags=("registries",), budget="public",
 ))
-def policy_bundles() -> Response:
-    rt = runtime()
-    policy_dir = str(rt.settings.policy_dir) if rt.settings.policy_dir else None
+def policy_bundles(*, settings: Settings, service: DecisionService) -> Response:
+    policy_dir = str(settings.policy_dir) if settings.policy_dir else None
     bundles = list(_published_bundles(policy_dir))
     wanted = request.args.get("hash")
     if wanted is None:
@@ -231,7 +232,7 @@ def policy_bundles() -> Response:
     for bundle in bundles:
         if bundle["hash"] == wanted:
             return json_response(200, {"ok": True, "policy_bundle": bundle})
-    known = rt.service.bundle_lineage(wanted)
+    known = service.bundle_lineage(wanted)
     if known is not None:
         # Decision bundle attestation hashes resolve to lineage only; no tenant data.
         lineage = {
@@ -259,8 +260,7 @@ def policy_bundles() -> Response:
     tags=("registries",),
 ))
 @keyed("SVC_API_UNAUTHORIZED", ci=True)
-def rulebooks(caller: Caller) -> Response:
-    rt = runtime()
+def rulebooks(caller: Caller, *, service: DecisionService) -> Response:
     wanted_hash = request.args.get("hash")
     rulebook_id = request.args.get("rulebook_id")
     version = request.args.get("version")
@@ -272,9 +272,9 @@ def rulebooks(caller: Caller) -> Response:
             "look up a rulebook by exactly `hash`, or by both `rulebook_id` and `version`",
         )
     if wanted_hash is not None:  # by hash (the check above leaves no other case with a hash)
-        snapshot = rt.service.rulebook_snapshot(caller, rulebook_hash=wanted_hash.strip().lower())
+        snapshot = service.rulebook_snapshot(caller, rulebook_hash=wanted_hash.strip().lower())
     else:
-        snapshot = rt.service.rulebook_snapshot(caller, rulebook_id=rulebook_id, version=version)
+        snapshot = service.rulebook_snapshot(caller, rulebook_id=rulebook_id, version=version)
     if snapshot is None:
         raise GateError("RULEBOOK_NOT_FOUND", "no rulebook snapshot matches in this scope")
     metadata = json.loads(snapshot["registry_json"])
@@ -287,7 +287,7 @@ def rulebooks(caller: Caller) -> Response:
     if isinstance(dependency, dict):
         adapter_id, adapter_version = dependency.get("adapter_id"), dependency.get("version")
         # The gate writes both as strings; anything else names no registered adapter.
-        adapter = (rt.service.adapters.get(adapter_id, adapter_version)
+        adapter = (service.adapters.get(adapter_id, adapter_version)
                    if isinstance(adapter_id, str) and isinstance(adapter_version, str) else None)
         metadata["adapter_dependency_registered"] = bool(
             adapter is not None and adapter.manifest_hash == dependency.get("manifest_hash"))
@@ -308,9 +308,9 @@ _SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
            ("version", "string", "semver, with adapter_id", {"type": "string", "pattern": P.SEMVER})),
     tags=("registries",), budget="public",
 ))
-def adapters() -> Response:
+def adapters(*, service: DecisionService) -> Response:
     """Public registry of trusted adapter manifests, so a caller can build an invocation."""
-    registry = runtime().service.adapters
+    registry = service.adapters
     adapter_id = request.args.get("adapter_id")
     version = request.args.get("version")
     if version is not None and (adapter_id is None or not _SEMVER.fullmatch(version)):

@@ -12,12 +12,14 @@ from api.costs import Weight, charged
 from api.errors import json_response
 from api.jsonio import read_json
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
-from api.runtime import GateRuntime, idempotency_key_header, keyed, runtime
+from api.runtime import idempotency_key_header, keyed
 from gate.errors import GateError
 from gate.principals import Principal
 from gate.releases.governance import RELEASE_POLICY, GovernanceEvent
 from gate.services.decide import Caller
 from gate.services.governance import approval_members
+from gate.services.releases import ReleaseService
+from gate.settings import Settings
 
 routes = Routes("releases", __name__)
 _RELEASE_ERRORS = BODY_ERRORS + AUTH_ERRORS + ("RULEBOOK_NOT_FOUND", "RELEASE_PERMISSION_DENIED",
@@ -40,12 +42,11 @@ ACTION_WEIGHT = Weight(base=2)
     request_body="RulebookPublishRequest", request_headers=("x-gate-scope",), tags=("releases",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED", ci=True)
 @charged(PUBLISH_WEIGHT)
-def publish(caller: Caller) -> Response:
+def publish(caller: Caller, *, releases: ReleaseService, settings: Settings) -> Response:
     """Publish a Rulebook v1 in the caller's scope: 201 new, 200 the same content again, 409
     `RULEBOOK_VERSION_CONFLICT` for other content under a published version, 422 invalid."""
-    rt = runtime()
-    body = read_json(request, rt.settings.max_body_bytes)
-    metadata, created = rt.releases.publish(caller, body)
+    body = read_json(request, settings.max_body_bytes)
+    metadata, created = releases.publish(caller, body)
     return json_response(201 if created else 200, {"ok": True, "created": created, "rulebook": metadata})
 
 
@@ -59,9 +60,9 @@ def publish(caller: Caller) -> Response:
     charged=True))
 @keyed("SVC_API_UNAUTHORIZED", ci=True)
 @charged(STATUS_WEIGHT)
-def release_status(caller: Caller, rulebook_id: str) -> Response:
+def release_status(caller: Caller, rulebook_id: str, *, releases: ReleaseService) -> Response:
     """State (active, shadow, canary, pending approvals), policy, history and the live comparison."""
-    status = runtime().releases.status(caller.scope, rulebook_id)
+    status = releases.status(caller.scope, rulebook_id)
     return json_response(200, {"ok": True, **status})
 
 
@@ -75,9 +76,9 @@ def release_status(caller: Caller, rulebook_id: str) -> Response:
     tags=("releases",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED", ci=True)
 @charged(STATUS_WEIGHT)
-def release_history(caller: Caller, rulebook_id: str) -> Response:
+def release_history(caller: Caller, rulebook_id: str, *, releases: ReleaseService) -> Response:
     """The portable release history that `gate verify --release-history` checks offline."""
-    document = runtime().releases.history_document(caller.scope, rulebook_id)
+    document = releases.history_document(caller.scope, rulebook_id)
     return json_response(200, document)
 
 
@@ -107,15 +108,14 @@ def release_history(caller: Caller, rulebook_id: str) -> Response:
     response_headers=("x-idempotency-status",), tags=("releases",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED", ci=True)
 @charged(ACTION_WEIGHT)
-def release_action(caller: Caller, rulebook_id: str) -> Response:
+def release_action(caller: Caller, rulebook_id: str, *, releases: ReleaseService, settings: Settings) -> Response:
     """One transition: 201 with the signed event, 200 when the idempotency key replays it."""
-    rt = runtime()
     key = idempotency_key_header()
-    body = read_json(request, rt.settings.max_body_bytes)
+    body = read_json(request, settings.max_body_bytes)
     if isinstance(body, dict) and "evidence" in body:
         raise GateError("RELEASE_ACTION_INVALID", "evidence is recorded by the guardrails only")
-    event, created = rt.releases.act(caller.scope, principal_of(caller), caller.permissions, rulebook_id, body, key)
-    state = rt.releases.state(caller.scope, rulebook_id)
+    event, created = releases.act(caller.scope, principal_of(caller), caller.permissions, rulebook_id, body, key)
+    state = releases.state(caller.scope, rulebook_id)
     return json_response(201 if created else 200, {"ok": True, "created": created, "event": event,
                                                    "state": state.to_json()},
                          {"x-idempotency-status": "created" if created else "replayed"})
@@ -164,18 +164,17 @@ def principal_of(caller: Caller) -> Principal:
         request_body="ReleasePolicyPatch", tags=("releases",)),
 )
 @keyed("SVC_API_UNAUTHORIZED", ci=True)
-def release_policy(caller: Caller) -> Response:
+def release_policy(caller: Caller, *, releases: ReleaseService, settings: Settings) -> Response:
     """The scope's release policy, its pending requests and its signed changes. PUT states the
     whole policy, PATCH the members it changes; both need the `admin` permission. While approvals
     are required a weakening change answers 202 with a request a second principal approves."""
-    rt = runtime()
     if request.method == "GET":
-        return json_response(200, {"ok": True, **rt.releases.policy_document(caller.scope)})
-    body = read_json(request, rt.settings.max_body_bytes)
-    event, _state = rt.releases.set_policy(caller.scope, principal_of(caller), caller.permissions, body,
+        return json_response(200, {"ok": True, **releases.policy_document(caller.scope)})
+    body = read_json(request, settings.max_body_bytes)
+    event, _state = releases.set_policy(caller.scope, principal_of(caller), caller.permissions, body,
                                                partial=request.method == "PATCH")
     requested = event is not None and event["action"] == "policy_request"
-    return json_response(202 if requested else 200, _policy_answer(rt, caller.scope, event))
+    return json_response(202 if requested else 200, _policy_answer(releases, caller.scope, event))
 
 
 @routes.route(Endpoint(
@@ -192,18 +191,17 @@ def release_policy(caller: Caller) -> Response:
                                         "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED", "CHAIN_INTEGRITY_FAILED"),
     request_body="ReleasePolicyApproval", tags=("releases",)))
 @keyed("SVC_API_UNAUTHORIZED")
-def approve_release_policy(caller: Caller) -> Response:
+def approve_release_policy(caller: Caller, *, releases: ReleaseService, settings: Settings) -> Response:
     """A second principal (the `approve` permission, never the requester) applies a pending
     policy request: `{"request_seq": N}`."""
-    rt = runtime()
-    request_seq, reason = approval_members(RELEASE_POLICY, read_json(request, rt.settings.max_body_bytes))
-    event, _state = rt.releases.approve_policy(caller.scope, principal_of(caller), caller.permissions,
+    request_seq, reason = approval_members(RELEASE_POLICY, read_json(request, settings.max_body_bytes))
+    event, _state = releases.approve_policy(caller.scope, principal_of(caller), caller.permissions,
                                                    request_seq, reason)
-    return json_response(200, _policy_answer(rt, caller.scope, event))
+    return json_response(200, _policy_answer(releases, caller.scope, event))
 
 
-def _policy_answer(rt: GateRuntime, scope: str, event: GovernanceEvent | None) -> dict[str, Any]:
+def _policy_answer(releases: ReleaseService, scope: str, event: GovernanceEvent | None) -> dict[str, Any]:
     """The policy in force after the change, the pending requests and the change's signed event."""
-    document = rt.releases.policy_document(scope)
+    document = releases.policy_document(scope)
     return {"ok": True, "policy": document["policy"], "pending": document["pending"],
             "governance_seq": document["governance_seq"], "event": event}

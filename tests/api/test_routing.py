@@ -4,18 +4,21 @@ found without a list to edit (docs/architecture.md, "Where a change goes": an AP
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import typing
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from api.openapi import endpoints
 from api.routes import route_modules, route_tables
-from api.routing import Endpoint, Routes, flask_rule, mounted
+from api.routing import Endpoint, Routes, flask_rule, given, mounted, wanted_services
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYED = "keyed.<locals>.decorate.<locals>.wrapper"  # api.runtime.keyed
@@ -49,6 +52,29 @@ def test_each_declared_view_is_the_view_flask_serves(app):
         assert rules[0].methods - {"HEAD", "OPTIONS"} == {e.method.upper() for e in d.endpoints}, d.name
     assert [e for d in declared for e in d.endpoints] == [e for r in route_tables() for e in r.endpoints]
 
+
+def test_each_view_is_given_the_services_its_parameters_name_and_type(app):
+    """A view's keyword-only parameters are its services (api.routing.given): each mounted view
+    holds the one the app composed under that name, of the type the parameter states."""
+    composed = app.extensions["gate"].route_services()
+    for d in mounted(app):
+        view = inspect.unwrap(d.view)
+        hints = typing.get_type_hints(view)
+        for name in wanted_services(view):
+            value, hint = composed[name], hints[name]
+            if typing.get_origin(hint) is Callable:
+                assert callable(value), (d.name, name)
+            else:
+                assert isinstance(value, hint), (d.name, name, hint)
+
+
+def test_a_view_naming_a_service_the_app_lacks_stops_the_mount():
+    def view(caller: object, *, nothing_of_the_kind: object) -> None:
+        return None
+
+    with pytest.raises(TypeError, match="nothing_of_the_kind"):
+        given(view, {"events": object()})
+    assert given(_view, {"events": object()}) is _view  # a view that names none is served as it is
 
 def test_a_route_documented_with_a_key_is_keyed_and_the_others_are_not(app):
     for d in mounted(app):
