@@ -96,7 +96,7 @@ class GateRuntime:
 def runtime() -> GateRuntime:
     """The app's runtime, for the cross-cutting decorators and helpers of `api/` (auth, cost and
     client limits, metrics). A route takes its services as parameters instead (`api.routing.given`;
-    tests/test_architecture.py holds `api/routes/` to no call of this)."""
+    tests/test_architecture.py holds the calls still left in `api/routes/` at their count)."""
     rt: GateRuntime = current_app.extensions["gate"]  # set by api.app.create_app
     return rt
 

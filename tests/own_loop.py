@@ -20,5 +20,10 @@ T = TypeVar("T")
 def run_on_own_loop(coroutine: Coroutine[Any, Any, T], timeout: float = 120) -> T:
     """`asyncio.run(coroutine)` on a fresh thread; raises what the coroutine raised, or
     `TimeoutError` after `timeout` seconds."""
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="own-loop") as pool:
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="own-loop")
+    try:
         return pool.submit(asyncio.run, coroutine).result(timeout=timeout)
+    finally:
+        # not `with`: its exit waits for the thread, so a coroutine that hangs would hang the test
+        # past `timeout`; the thread is left to end on its own
+        pool.shutdown(wait=False)

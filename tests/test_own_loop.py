@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import time
 from pathlib import Path
+
+import pytest
 
 from tests.own_loop import run_on_own_loop
 
@@ -48,3 +51,10 @@ def test_what_the_coroutine_raises_reaches_the_caller():
         assert str(error) == "from the coroutine"
     else:  # pragma: no cover - the assertion's failure path
         raise AssertionError("the coroutine's error was lost")
+
+
+def test_a_coroutine_that_hangs_fails_the_test_at_its_timeout():
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        run_on_own_loop(asyncio.sleep(5), timeout=0.2)
+    assert time.monotonic() - started < 3  # the caller is not held until the coroutine ends
