@@ -45,11 +45,6 @@ def measure_both(root: Path) -> tuple[Rows, Rows]:
     return sorted(functions, key=_longest_first), sorted(classes, key=_longest_first)
 
 
-def measure(root: Path) -> Rows:
-    """(length, "path:line name") of every function under the product packages."""
-    return measure_both(root)[0]
-
-
 def _over(rows: Rows, limit: int, kind: str) -> bool:
     over = [row for row in rows if row[0] > limit]
     for length, where in over:
