@@ -12,7 +12,10 @@ innermost view (`def subscriptions(caller, *, events: EventService, settings: Se
 them, and `Routes.mount` hands each the one the app composed under that name, once, when the app
 mounts the route (`api.runtime.GateRuntime.route_services`). A view that names a service the app
 does not compose stops the app at start-up. Only the cross-cutting decorators (`keyed`,
-`charged`, the public budgets) still read the authenticator and the limiter through the app.
+`charged`, the public budgets) read the authenticator and the limiter through the app; a route that
+reports or uses the limiter (the decide, readiness, runtime config) takes `current_limiter`, which
+reads it per request, since a test or an operator may swap it while the app runs. No route calls
+`api.runtime.runtime()` (tests/test_architecture.py).
 """
 
 from __future__ import annotations

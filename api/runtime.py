@@ -81,22 +81,28 @@ class GateRuntime:
         if self.dispatcher is not None:
             self.dispatcher.wake()
 
+    def current_limiter(self) -> RateLimiter:
+        """The limiter as the app holds it now: read per request, since a test or an operator may
+        swap it while the app runs (the reason it is not handed to a route itself)."""
+        return self.limiter
+
     def now_ms(self) -> int:
         return int(self.service.clock.now().timestamp() * 1000)
 
     def route_services(self) -> dict[str, object]:
         """What a route may take, by the name its view's keyword-only parameter gives
-        (`api.routing.given`): the composed services and settings, and three capabilities:
-        `wake_dispatcher`, `now_ms` and `workers`. Handed over once, when the app mounts its routes."""
+        (`api.routing.given`): the composed services and settings, and four capabilities:
+        `wake_dispatcher`, `now_ms`, `workers` and `current_limiter`. Handed over once, when the app mounts its routes."""
         given: dict[str, object] = {field.name: getattr(self, field.name) for field in fields(self)
                                     if field.name not in _NOT_FOR_ROUTES}
-        return {**given, "wake_dispatcher": self.wake_dispatcher, "now_ms": self.now_ms, "workers": self.workers}
+        return {**given, "wake_dispatcher": self.wake_dispatcher, "now_ms": self.now_ms, "workers": self.workers,
+                "current_limiter": self.current_limiter}
 
 
 def runtime() -> GateRuntime:
     """The app's runtime, for the cross-cutting decorators and helpers of `api/` (auth, cost and
     client limits, metrics). A route takes its services as parameters instead (`api.routing.given`;
-    tests/test_architecture.py holds the calls still left in `api/routes/` at their count)."""
+    tests/test_architecture.py holds `api/routes/` free of it)."""
     rt: GateRuntime = current_app.extensions["gate"]  # set by api.app.create_app
     return rt
 

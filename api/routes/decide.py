@@ -9,29 +9,27 @@ from flask import Response, request
 
 from api.errors import carry_headers, json_response, json_text_response
 from api.jsonio import read_json
+from api.limits import RateLimiter
 from api.metrics import record_decision
 from api.routing import AUTH_ERRORS, BODY_ERRORS, DECIDE_HEADERS, MEDIA, REQUEST_HEADERS, Endpoint, Routes
-from api.runtime import (
-    GateRuntime,
-    caller_request_id,
-    idempotency_key_header,
-    keyed,
-    requested_view,
-    runtime,
-)
+from api.runtime import caller_request_id, idempotency_key_header, keyed, requested_view
 from gate.errors import GateError
 from gate.privacy.datamap import LOGS
 from gate.privacy.logs import masking
 from gate.protocol.advisory_record import is_advisory
 from gate.protocol.decision_record import DecisionRecord
 from gate.protocol.records import project_view
-from gate.services.decide import Caller
+from gate.services.chains import AuditChainService
+from gate.services.decide import Caller, DecisionService
+from gate.services.privacy import PrivacyService
+from gate.settings import Settings
 from gate.vocabulary import VIEW_FULL
 
 routes = Routes("decide", __name__)
 
 
-def _cadence_witness(rt: GateRuntime, record: Mapping[str, Any]) -> Callable[[], None] | None:
+def _cadence_witness(settings: Settings, audit: AuditChainService,
+                     record: Mapping[str, Any]) -> Callable[[], None] | None:
     """Every GATE_CHECKPOINT_EVERY-th decision of a chain, the step that appends its signed
     checkpoint to the gate's checkpoint log (docs/verification.md §7.4); None for the others.
     The route runs it once the answer is sent (the response's close): the decision is already
@@ -41,20 +39,20 @@ def _cadence_witness(rt: GateRuntime, record: Mapping[str, Any]) -> Callable[[],
     connection is read once it is done. A chain that fails its checks there is logged, never turned into
     an error of this decide; a process that stops before it runs leaves that checkpoint to the
     next one, which covers the chain up to its own, later head."""
-    every, chain = rt.settings.checkpoint_every, record.get("audit_chain")
-    if not every or rt.audit.checkpoint_log is None or not isinstance(chain, dict):
+    every, chain = settings.checkpoint_every, record.get("audit_chain")
+    if not every or audit.checkpoint_log is None or not isinstance(chain, dict):
         return None
     position = chain.get("chain_position")
     if type(position) is not int or position % every:
         return None
-    chain_id, audit = chain["chain_id"], rt.audit
+    chain_id = chain["chain_id"]
     return lambda: audit.witness_after_answer(chain_id, position)
 
 
-def _rate_checked(rt: GateRuntime, caller: Caller) -> dict[str, str]:
+def _rate_checked(limiter: RateLimiter, now_ms: int, caller: Caller) -> dict[str, str]:
     """The rate-limit headers for this decide, carried to any refusal of it; 429 when the key is
     over its rate (GateError, 503, when the limiter is unavailable)."""
-    rate = rt.limiter.hit(caller.key_id, caller.rate_limit, rt.now_ms())
+    rate = limiter.hit(caller.key_id, caller.rate_limit, now_ms)
     headers: dict[str, str] = rate.headers()
     carry_headers(headers)  # a refusal answers the rate headers too
     if not rate.allowed:
@@ -121,23 +119,23 @@ def _record_headers(caller: Caller, record: DecisionRecord, used: int, idempoten
     tags=("decisions",),
 ))
 @keyed("SVC_API_UNAUTHORIZED")
-def decide(caller: Caller) -> Response:
-    rt = runtime()
-    headers = _rate_checked(rt, caller)
+def decide(caller: Caller, *, service: DecisionService, settings: Settings, audit: AuditChainService,
+           privacy: PrivacyService, current_limiter: Callable[[], RateLimiter], now_ms: Callable[[], int]) -> Response:
+    headers = _rate_checked(current_limiter(), now_ms(), caller)
     idempotency_key = idempotency_key_header()
-    body = read_json(request, rt.settings.max_body_bytes)
+    body = read_json(request, settings.max_body_bytes)
     body_view = body.get("response_view") if isinstance(body, dict) else None
     view, prefer_applied = requested_view(body_view if isinstance(body_view, str) else None)
     # Every log line made while the gate decides masks this request's personal values by the
     # scope's `logs` rule (gate.privacy.logs; docs/privacy.md).
-    with masking(rt.privacy.masker(caller.scope, LOGS, body)):
-        result = rt.service.decide(caller, body, idempotency_key=idempotency_key, request_id=caller_request_id())
+    with masking(privacy.masker(caller.scope, LOGS, body)):
+        result = service.decide(caller, body, idempotency_key=idempotency_key, request_id=caller_request_id())
 
     witness = None
     if result.idempotency_status == "created":  # Prometheus gate_decisions_total (api.metrics)
         record_decision("advisory" if is_advisory(result.record) else "binding", result.record.verdict)
-        witness = _cadence_witness(rt, result.record)
-    used = rt.service.monthly_used(caller, result)
+        witness = _cadence_witness(settings, audit, result.record)
+    used = service.monthly_used(caller, result)
     headers.update(_record_headers(caller, result.record, used, result.idempotency_status))
     headers.update(dict(result.headers))  # a superseded inline version says so (docs/releases.md)
     if prefer_applied:

@@ -12,14 +12,19 @@ from api.errors import json_response
 from api.jsonio import read_json
 from api.public_limits import verification_body
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
-from api.runtime import keyed, requested_view, runtime
+from api.runtime import keyed, requested_view
 from gate import bodies
 from gate import vocabulary as C
 from gate.errors import GateError
+from gate.keys.config import LiveSigning, SigningSetup
+from gate.ledger import Ledger
 from gate.protocol.canonical import MAX_DOCUMENT_DEPTH
 from gate.protocol.records import project_view
-from gate.services.decide import Caller
+from gate.services.chains import AuditChainService
+from gate.services.decide import Caller, DecisionService
+from gate.services.lifecycle import LifecycleService
 from gate.services.verification import verify_stored_decision
+from gate.settings import Settings
 from gate.verify import verify_record
 
 routes = Routes("decisions", __name__)
@@ -65,11 +70,10 @@ def describe_verify() -> Response:
     False, {200: "verification result", 400: "malformed body", 413: "body too large", 415: MEDIA},
     errors=BODY_ERRORS, request_body="ExportedRecordVerificationRequest", tags=("verification",), budget="verify",
 ))
-def verify_exported() -> Response:
-    rt = runtime()
-    with verification_body(rt.settings.max_body_bytes) as body:  # issue 18: 413, 503 when busy, then parsed
+def verify_exported(*, settings: Settings, signing: SigningSetup | LiveSigning) -> Response:
+    with verification_body(settings.max_body_bytes) as body:  # issue 18: 413, 503 when busy, then parsed
         record, original, public_key = _body_fields("exported-record-verification", body)
-        result = verify_record(record, anchors=rt.signing.trust_anchors(), original_input=original,
+        result = verify_record(record, anchors=signing.trust_anchors(), original_input=original,
                                request_public_key=public_key)
     return json_response(200, {"ok": True, **result.to_dict()})
 
@@ -84,12 +88,11 @@ def verify_exported() -> Response:
     tags=("decisions",),
 ))
 @keyed("SVC_API_UNAUTHORIZED")
-def read_decision(caller: Caller, decision_id: str) -> Response:
-    rt = runtime()
+def read_decision(caller: Caller, decision_id: str, *, service: DecisionService) -> Response:
     view, _ = requested_view(request.args.get("response_view"))
     if view not in C.VIEWS:
         raise GateError("REQUEST_INVALID", f"response_view must be one of {', '.join(C.VIEWS)}")
-    record = rt.service.stored_record(caller, decision_id)
+    record = service.stored_record(caller, decision_id)
     if record is None:
         raise GateError("DECISION_NOT_FOUND", "no decision with this id in your scope")
     headers = {"x-decision-id": record.decision_id, "x-decision-record-hash": record.record_hash,
@@ -120,14 +123,14 @@ VERIFY_WEIGHT = Weight(body=True, stored=4)
 )
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(VERIFY_WEIGHT)
-def verify_stored(caller: Caller, decision_id: str) -> Response:
-    rt = runtime()
-    body = read_json(request, rt.settings.max_body_bytes, optional=True,
-                                max_depth=MAX_DOCUMENT_DEPTH) if request.method == "POST" else None
+def verify_stored(caller: Caller, decision_id: str, *, service: DecisionService, settings: Settings, ledger: Ledger,
+                  lifecycle: LifecycleService, signing: SigningSetup | LiveSigning, audit: AuditChainService) -> Response:
+    body = read_json(request, settings.max_body_bytes, optional=True,
+                     max_depth=MAX_DOCUMENT_DEPTH) if request.method == "POST" else None
     supplied, original, public_key = _body_fields("record-verification", body)
-    stored = rt.service.stored_decision(caller, decision_id)
+    stored = service.stored_decision(caller, decision_id)
     if stored is None:
         raise GateError("DECISION_NOT_FOUND", "no decision with this id in your scope")
-    body = verify_stored_decision(rt.ledger, rt.lifecycle, rt.signing, stored, supplied=supplied,
-                                  original=original, public_key=public_key, audit=rt.audit)
+    body = verify_stored_decision(ledger, lifecycle, signing, stored, supplied=supplied,
+                                  original=original, public_key=public_key, audit=audit)
     return json_response(200, {"ok": True, **body})

@@ -5,6 +5,7 @@ before anything else is read."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from flask import Response, request
@@ -12,11 +13,12 @@ from flask import Response, request
 from api.bodies import read_body
 from api.errors import json_response
 from api.routing import Endpoint, Routes
-from api.runtime import runtime
 from gate.errors import GateError
 from gate.events.notices import slack_client
 from gate.events.outbound import for_settings
+from gate.services.holds import HoldService
 from gate.services.slack_actions import MAX_BODY_BYTES, SlackActions, parse, responder, verify
+from gate.settings import Settings
 
 routes = Routes("integrations", __name__)
 
@@ -26,14 +28,12 @@ _ERRORS = ("SLACK_NOT_CONFIGURED", "REQUEST_TOO_LARGE", "SLACK_REQUEST_STALE", "
            "HOLD_RESOLUTION_INVALID", "HOLD_BUSY", "LEDGER_UNAVAILABLE")
 
 
-def _actions(grants_file: Path) -> SlackActions:
-    rt = runtime()
-    settings = rt.settings
+def _actions(settings: Settings, holds: HoldService, grants_file: Path) -> SlackActions:
     outbound = for_settings(settings)
     update = None
     if settings.slack_bot_token:
         update = slack_client(settings.slack_bot_token, settings.slack_api_url, outbound).chat_update
-    return SlackActions(rt.holds, grants_file, update, responder(settings.slack_api_url, outbound))
+    return SlackActions(holds, grants_file, update, responder(settings.slack_api_url, outbound))
 
 
 @routes.route(Endpoint(
@@ -46,15 +46,14 @@ def _actions(grants_file: Path) -> SlackActions:
             404: "no such hold", 409: "already resolved or voted", 413: "body too large",
             503: "Slack or the grants file not configured"},
     errors=_ERRORS, tags=("holds",), budget="public"))
-def slack_interactions() -> Response:
-    rt = runtime()
-    secret, grants_file = rt.settings.slack_signing_secret, rt.settings.grants_file
+def slack_interactions(*, settings: Settings, holds: HoldService, wake_dispatcher: Callable[[], None]) -> Response:
+    secret, grants_file = settings.slack_signing_secret, settings.grants_file
     if not secret or grants_file is None:  # the one check of both (step 1)
         raise GateError("SLACK_NOT_CONFIGURED", "this gate has no Slack signing secret "
                         "(GATE_SLACK_SIGNING_SECRET) or no grants file (GATE_GRANTS_FILE)")
     body = read_body(request, MAX_BODY_BYTES)  # SECURITY: bounded before anyone is known
-    verify(secret, rt.holds.clock, body,
+    verify(secret, holds.clock, body,
            request.headers.get("X-Slack-Request-Timestamp"), request.headers.get("X-Slack-Signature"))
-    answer = _actions(grants_file).act(parse(body))
-    rt.wake_dispatcher()
+    answer = _actions(settings, holds, grants_file).act(parse(body))
+    wake_dispatcher()
     return json_response(200, answer)

@@ -11,10 +11,11 @@ from api.errors import json_response
 from api.jsonio import read_json
 from api.query import int_arg
 from api.routing import BODY_ERRORS, MEDIA, Endpoint, Routes
-from api.runtime import idempotency_key_header, keyed, runtime
+from api.runtime import idempotency_key_header, keyed
 from gate.errors import GateError
-from gate.services.decide import Caller
-from gate.services.lifecycle import KINDS, Kind
+from gate.services.decide import Caller, DecisionService
+from gate.services.lifecycle import KINDS, Kind, LifecycleService
+from gate.settings import Settings
 
 routes = Routes("lifecycle", __name__)
 
@@ -23,21 +24,21 @@ HEADER_PREFIX = {"execution": "x-decision-execution", "outcome": "x-decision-out
 PATHS = {"execution": "execution", "outcome": "outcome", "crm_sync": "crm-sync"}
 
 
-def _endpoint(kind: Kind) -> Callable[[str], Response]:
+def _endpoint(kind: Kind) -> Callable[..., Response]:
     @keyed(f"{kind.code}_UNAUTHORIZED")
-    def view(caller: Caller, decision_id: str) -> Response:
-        rt = runtime()
-        record = rt.service.stored_record(caller, decision_id)
+    def view(caller: Caller, decision_id: str, *, service: DecisionService, lifecycle: LifecycleService,
+             settings: Settings) -> Response:
+        record = service.stored_record(caller, decision_id)
         if record is None:
             raise GateError("DECISION_NOT_FOUND", "no decision with this id in your scope")
         if request.method == "GET":
-            body = rt.lifecycle.list(kind, decision_id, limit=int_arg("limit", high=100, default=20),
-                                     cursor=request.args.get("cursor"))
+            body = lifecycle.list(kind, decision_id, limit=int_arg("limit", high=100, default=20),
+                                  cursor=request.args.get("cursor"))
             return json_response(200, body)
         idempotency_key = idempotency_key_header()
-        payload = read_json(request, rt.settings.max_body_bytes)
-        result = rt.lifecycle.record(kind, scope=caller.scope, decision_id=decision_id, record=record,
-                                     body=payload, idempotency_key=idempotency_key, reported_by=caller.key_id)
+        payload = read_json(request, settings.max_body_bytes)
+        result = lifecycle.record(kind, scope=caller.scope, decision_id=decision_id, record=record,
+                                  body=payload, idempotency_key=idempotency_key, reported_by=caller.key_id)
         receipt = result.receipt
         prefix = HEADER_PREFIX[kind.name]
         headers = {

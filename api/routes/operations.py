@@ -23,6 +23,8 @@ The use cases live in `gate.services.operations`; this module parses requests an
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import Response, request
 
 from api import openapi_params as P
@@ -30,14 +32,16 @@ from api.client_limits import client_limit
 from api.costs import REPORT_ROWS_PER_UNIT, Weight, charged, units
 from api.errors import carry_headers, json_response
 from api.jsonio import read_json
+from api.limits import RateLimiter
 from api.metrics import metrics_token_refusal
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, RATE_HEADERS, Endpoint, Routes
-from api.runtime import keyed, runtime
+from api.runtime import keyed
 from gate import vocabulary as C
 from gate.clock import iso_ms
 from gate.errors import GateError
+from gate.keys.config import LiveSigning, SigningSetup
 from gate.reports.params import ReportParams
-from gate.services.decide import Caller
+from gate.services.decide import Caller, DecisionService
 from gate.services.operations import (
     MAX_ALERT_POLICIES,
     PilotService,
@@ -46,6 +50,7 @@ from gate.services.operations import (
     csv_cell,
     problem,
 )
+from gate.settings import Settings
 
 routes = Routes("operations", __name__)
 _METRICS_ERRORS = ("METRICS_UNAUTHORIZED", "METRICS_UNAVAILABLE")
@@ -53,18 +58,6 @@ _METRICS_ERRORS = ("METRICS_UNAUTHORIZED", "METRICS_UNAVAILABLE")
 PILOT_MAX_BODY = 16_384
 
 __all__ = ["csv_cell", "metrics_token_refusal", "routes"]
-
-
-def _pilots() -> PilotService:
-    return runtime().pilots
-
-
-def _proof_metrics() -> ProofMetricsService:
-    return runtime().proof_metrics
-
-
-def _policy_alerts() -> PolicyAlertService:
-    return runtime().policy_alerts
 
 
 # --------------------------------------------------------------------------- runtime config
@@ -75,11 +68,10 @@ def _policy_alerts() -> PolicyAlertService:
     "advisor panel (models and provider hosts only), signing algorithm and key id, registries, limits, "
     "which protections are on. Never a secret.", False, {200: "runtime configuration"},
     tags=("operations",), budget="public"))
-def runtime_config() -> Response:
-    rt = runtime()
-    settings = rt.settings
-    signer = rt.signing.receipt_signer()
-    advisory = rt.service.advisory
+def runtime_config(*, settings: Settings, signing: SigningSetup | LiveSigning, service: DecisionService,
+                   current_limiter: Callable[[], RateLimiter]) -> Response:
+    signer = signing.receipt_signer()
+    advisory = service.advisory
     body = {
         "ok": True,
         "runtime_config_version": "decision_runtime_config_v1",
@@ -92,12 +84,12 @@ def runtime_config() -> Response:
                   "advisory": list(C.LEGACY_MODES) if advisory is not None else [],
                   "default_mode": "single" if advisory is not None else None},
         "advisory": advisory.describe() if advisory is not None else {"enabled": False},
-        "signing": {"required": rt.signing.required,
+        "signing": {"required": signing.required,
                     "receipt_signature_algorithm": signer.algorithm if signer else None,
                     "receipt_key_id": signer.key_id if signer else None,
-                    "registry_signing": rt.signing.attestation_key() is not None},
-        "ledger": {"dialect": rt.service.ledger_dialect},
-        "rate_limits": {"backend": rt.limiter.backend, "window_seconds": 60,
+                    "registry_signing": signing.attestation_key() is not None},
+        "ledger": {"dialect": service.ledger_dialect},
+        "rate_limits": {"backend": current_limiter().backend, "window_seconds": 60,
                         "plans": {name: dict(limits) for name, limits in sorted(settings.plans.items())},
                         "policy_checks_per_client": settings.policycheck_rate_limit},
         "limits": {"max_body_bytes": settings.max_body_bytes, "max_packet_bytes": settings.max_packet_bytes,
@@ -134,7 +126,7 @@ def runtime_config() -> Response:
                           "RATE_LIMITER_UNAVAILABLE", "LEDGER_UNAVAILABLE"),
     request_body="PilotRequest", response_headers=RATE_HEADERS + ("x-idempotency-status",),
     request_headers=("Idempotency-Key",), tags=("operations",)))
-def pilot() -> Response:
+def pilot(*, pilots: PilotService) -> Response:
     headers = client_limit("pilot")
     carry_headers(headers)  # a refusal answers the rate headers too
     body = read_json(request, PILOT_MAX_BODY, max_depth=8)
@@ -142,9 +134,9 @@ def pilot() -> Response:
         raise GateError("REQUEST_INVALID", "the body must be a JSON object",
                         errors=[problem("body", "invalid_type", "a JSON object")])
     if "confirmation_token" in body:
-        confirmed = _pilots().confirm(body)
+        confirmed = pilots.confirm(body)
         return json_response(200, confirmed, {**headers, "Cache-Control": "no-store"})
-    outcome = _pilots().submit(body, request.headers.get("Idempotency-Key"))
+    outcome = pilots.submit(body, request.headers.get("Idempotency-Key"))
     return json_response(201 if outcome.status == "created" else 200, outcome.answer,
                          {**headers, "x-idempotency-status": outcome.status, "Cache-Control": "no-store"})
 
@@ -159,15 +151,15 @@ def pilot() -> Response:
             503: "no metrics token configured, or ledger unavailable"},
     errors=_METRICS_ERRORS + ("LEDGER_UNAVAILABLE",), request_headers=("x-metrics-token",),
     tags=("operations",)))
-def proof_metrics() -> Response:
+def proof_metrics(*, proof_metrics: ProofMetricsService, service: DecisionService,
+                  signing: SigningSetup | LiveSigning) -> Response:
     refusal = metrics_token_refusal()
     if refusal is not None:
         return refusal
-    rt = runtime()
     body = {"ok": True, "proof_metrics_version": "decision_proof_metrics_v1",
-            "generated_at": iso_ms(rt.service.clock.now()),
-            "interface_version": C.INTERFACE_VERSION, **_proof_metrics().counts(),
-            "signing": {"ready": rt.signing.ready(), "required": rt.signing.required}}
+            "generated_at": iso_ms(service.clock.now()),
+            "interface_version": C.INTERFACE_VERSION, **proof_metrics.counts(),
+            "signing": {"ready": signing.ready(), "required": signing.required}}
     return json_response(200, body, {"Cache-Control": "no-store"})
 
 
@@ -181,7 +173,7 @@ def proof_metrics() -> Response:
     query=(("limit", "integer", "1-10000, default 1000", P.integer(1, 10_000)),),
     request_headers=("x-metrics-token",),
     tags=("operations",)))
-def pilot_export() -> Response:
+def pilot_export(*, pilots: PilotService) -> Response:
     refusal = metrics_token_refusal()
     if refusal is not None:
         return refusal
@@ -189,7 +181,7 @@ def pilot_export() -> Response:
     if set(request.args) - {"limit"} or not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= 10_000:
         raise GateError("REQUEST_INVALID", "the only parameter is limit, a whole number from 1 to 10000",
                               errors=[problem("limit", "invalid_value", "1 to 10000")])
-    return Response(_pilots().export_csv(int(raw)), status=200, mimetype="text/csv", headers={
+    return Response(pilots.export_csv(int(raw)), status=200, mimetype="text/csv", headers={
         "Content-Disposition": 'attachment; filename="pilot-intakes.csv"', "Cache-Control": "no-store"})
 
 
@@ -228,5 +220,5 @@ def _alert_report_units() -> int:
     charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(Weight(query=_alert_report_units))
-def policy_alerts(caller: Caller) -> Response:
-    return json_response(200, _policy_alerts().alerts(caller.scope, _wanted_policy()))
+def policy_alerts(caller: Caller, *, policy_alerts: PolicyAlertService) -> Response:
+    return json_response(200, policy_alerts.alerts(caller.scope, _wanted_policy()))

@@ -20,12 +20,14 @@ from api.errors import json_response
 from api.public_limits import verification_body
 from api.query import int_arg
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
-from api.runtime import GateRuntime, keyed, runtime
+from api.runtime import keyed
 from gate import bodies
 from gate import vocabulary as C
 from gate.chain.event_witness import hold_chain_id
 from gate.clock import iso_ms
 from gate.errors import GateError
+from gate.keys.config import LiveSigning, SigningSetup
+from gate.ledger import Ledger
 from gate.packets import (
     ChainExcerpt,
     PacketOptions,
@@ -34,9 +36,12 @@ from gate.packets import (
     packet_sources,
     verify_packet,
 )
-from gate.services.chains import packet_chain_excerpt
-from gate.services.decide import Caller
-from gate.services.lifecycle import KINDS
+from gate.services.analytics import Analytics
+from gate.services.chains import AuditChainService, packet_chain_excerpt
+from gate.services.decide import Caller, DecisionService
+from gate.services.holds import HoldService
+from gate.services.lifecycle import KINDS, LifecycleService
+from gate.settings import Settings
 
 routes = Routes("packets", __name__)
 
@@ -82,7 +87,7 @@ class ConsistencyFrom(TypedDict):
     proof: list[str]
 
 
-def _consistency_from(rt: GateRuntime, chain: ChainExcerpt | None, first: int | None) -> ConsistencyFrom | None:
+def _consistency_from(audit: AuditChainService, chain: ChainExcerpt | None, first: int | None) -> ConsistencyFrom | None:
     """`{first, first_root, proof}` from the stored nodes, for `consistency_from=<first>`: the
     proof that the tree a witness holds (of `first` leaves) is a prefix of the exported one."""
     if first is None or chain is None:
@@ -91,24 +96,24 @@ def _consistency_from(rt: GateRuntime, chain: ChainExcerpt | None, first: int | 
         raise GateError("REQUEST_INVALID", f"consistency_from must be between 1 and {chain.chain_size}",
                         errors=[{"field": "consistency_from", "code": "out_of_range",
                                  "message": f"1 to {chain.chain_size}"}])
-    return {"first": first, "first_root": rt.audit.tree_root(chain.chain_id, first),
-            "proof": rt.audit.consistency_proof(chain.chain_id, first, chain.chain_size)}
+    return {"first": first, "first_root": audit.tree_root(chain.chain_id, first),
+            "proof": audit.consistency_proof(chain.chain_id, first, chain.chain_size)}
 
 
 def _receipts_under_head(
-    rt: GateRuntime, decision_id: str, options: PacketOptions,
+    lifecycle: LifecycleService, decision_id: str, options: PacketOptions,
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int], dict[str, Any] | None]:
     """The newest receipts of each kind, their stored totals and the signed receipt head they
     were read under, all read in one snapshot of the ledger: the head's count describes the lists
     exported beside it, whatever receipt a concurrent request writes meanwhile."""
-    store = rt.lifecycle.store
+    store = lifecycle.store
     with store.ledger.one_snapshot():
         head = store.receipt_head(decision_id)
         parts: dict[str, list[dict[str, Any]]] = {}
         totals: dict[str, int] = {}
         for name, kind in KINDS.items():
             limit = options.limit_for(kind.list_name)
-            parts[name], totals[kind.list_name] = rt.lifecycle.all_for(kind, decision_id, limit)
+            parts[name], totals[kind.list_name] = lifecycle.all_for(kind, decision_id, limit)
     return parts, totals, head
 
 
@@ -134,37 +139,37 @@ def _receipts_under_head(
 ))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(PACKET_WEIGHT)
-def export_packet(caller: Caller, decision_id: str) -> Response:
-    rt = runtime()
+def export_packet(caller: Caller, decision_id: str, *, service: DecisionService, lifecycle: LifecycleService,
+                  audit: AuditChainService, holds: HoldService, analytics: Analytics, ledger: Ledger) -> Response:
     options = _options()
     consistency_from = int_arg("consistency_from")
     if consistency_from is not None and not options.include_chain:
         raise GateError("REQUEST_INVALID", "consistency_from needs include_chain",
                         errors=[{"field": "consistency_from", "code": "invalid_value",
                                  "message": "only with the audit chain"}])
-    stored = rt.service.bound_decision(caller, decision_id)
+    stored = service.bound_decision(caller, decision_id)
     if stored is None:
         raise GateError("DECISION_NOT_FOUND", "no decision with this id in your scope")
     with packet_sources():  # SECURITY: spec — never return partial proof material
-        parts, totals, receipt_head = _receipts_under_head(rt, decision_id, options)
+        parts, totals, receipt_head = _receipts_under_head(lifecycle, decision_id, options)
         if receipt_head is None and any(totals.values()):  # stored receipts, but no head
             raise PacketSourceError("the decision's receipt chain head is missing but receipts are stored")
-        chain = packet_chain_excerpt(rt.audit, decision_id, options.chain_limit) if options.include_chain else None
+        chain = packet_chain_excerpt(audit, decision_id, options.chain_limit) if options.include_chain else None
         if options.include_chain and chain is None:
             raise PacketSourceError("the decision's audit chain link cannot be read")
-        consistency = _consistency_from(rt, chain, consistency_from)
+        consistency = _consistency_from(audit, chain, consistency_from)
         record = json.loads(stored.record_json)
         # A held decision's signed hold events (issue 43), oldest first (none: no member), and its
         # signed hold commitment (issue 52), read from a hold chain that extends its witnessed checkpoint.
-        hold_events, hold_commitment = rt.holds.packet_part(caller.scope, record)
+        hold_events, hold_commitment = holds.packet_part(caller.scope, record)
         intelligence = None
         if options.include_intelligence and isinstance(record.get("policy_id"), str):
             # The policy reports of the caller's scope, by the report endpoints' engines (none
             # composed: 503 REPORTS_UNAVAILABLE; include_intelligence=false exports without them).
-            intelligence = rt.analytics.packet_intelligence(rt.ledger, caller.scope, record)
+            intelligence = analytics.packet_intelligence(ledger, caller.scope, record)
         packet = build_packet(
             record=record,
-            exported_at=iso_ms(rt.service.clock.now()),
+            exported_at=iso_ms(service.clock.now()),
             options=options,
             original_input=json.loads(stored.request_json) if options.include_input else None,
             executions=parts["execution"],
@@ -182,7 +187,7 @@ def export_packet(caller: Caller, decision_id: str) -> Response:
     return json_response(200, packet, headers)
 
 
-def _held_hold_checkpoint(rt: GateRuntime, packet: dict[str, object]) -> list[Mapping[str, object]]:
+def _held_hold_checkpoint(holds: HoldService, packet: dict[str, object]) -> list[Mapping[str, object]]:
     """The newest checkpoint the gate's own log holds of the packet's hold chain (named by its
     hold commitment), for the `hold_checkpoint_log` check: [] when none is held or the packet
     names none; 503 when the log cannot be read."""
@@ -190,7 +195,7 @@ def _held_hold_checkpoint(rt: GateRuntime, packet: dict[str, object]) -> list[Ma
     scope = commitment.get("scope_hash") if isinstance(commitment, dict) else None
     if not isinstance(scope, str):
         return []
-    held = rt.holds.witness.held_for_proof(hold_chain_id(scope))
+    held = holds.witness.held_for_proof(hold_chain_id(scope))
     return [held] if held is not None else []
 
 
@@ -208,11 +213,10 @@ def describe_packet_verify() -> Response:
     False, {200: "verification result", 400: "malformed body", 413: "body too large", 415: MEDIA},
     errors=BODY_ERRORS, request_body="PacketVerificationRequest", tags=("verification",), budget="verify",
 ))
-def verify_exported_packet() -> Response:
-    rt = runtime()
-    with verification_body(rt.settings.max_packet_bytes) as parsed:  # issue 18: 413, 503 when busy, then parsed
+def verify_exported_packet(*, settings: Settings, signing: SigningSetup | LiveSigning, holds: HoldService) -> Response:
+    with verification_body(settings.max_packet_bytes) as parsed:  # issue 18: 413, 503 when busy, then parsed
         # gate/bodies/packet-verification.schema.json alone (SECURITY: `input: null` is refused, not ignored).
         body = bodies.checked("packet-verification", parsed, "REQUEST_INVALID")
-        result = verify_packet(body["packet"], anchors=rt.signing.trust_anchors(), original_input=body.get("input"),
-                               hold_checkpoints=_held_hold_checkpoint(rt, body["packet"]))
+        result = verify_packet(body["packet"], anchors=signing.trust_anchors(), original_input=body.get("input"),
+                               hold_checkpoints=_held_hold_checkpoint(holds, body["packet"]))
     return json_response(200, {"ok": True, **result.to_dict()})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
@@ -12,8 +13,9 @@ from flask import Response, request
 
 from api import openapi_params as P
 from api.errors import json_response
+from api.limits import RateLimiter
 from api.routing import AUTH_ERRORS, Endpoint, Routes
-from api.runtime import keyed, runtime
+from api.runtime import keyed
 from gate import __version__
 from gate import vocabulary as C
 from gate.errors import GateError
@@ -43,14 +45,13 @@ def rulebook_contract(schema_url: str) -> RulebookContract:
     "get", "/api/decision/status", "Readiness: signing, ledger, idempotency, limits, auth, registries.",
     False, {200: "ready", 503: "degraded (same body shape)"}, tags=("registries",), budget="public",
 ))
-def status() -> Response:
-    # The one route left on the runtime: readiness reports the rate limiter, which the app reads per
-    # request (api.runtime._NOT_FOR_ROUTES), beside everything else it composed.
-    rt = runtime()
-    ledger_ok = rt.service.ledger_ready()
-    limiter_ok = rt.limiter.ping()
-    signer = rt.signing.receipt_signer()
-    signing_ok = rt.signing.ready()
+def status(*, service: DecisionService, settings: Settings, signing: SigningSetup | LiveSigning,
+           current_limiter: Callable[[], RateLimiter], workers: Callable[[], list[PeriodicWorker]]) -> Response:
+    limiter = current_limiter()  # read per request: the app may swap it (api.runtime._NOT_FOR_ROUTES)
+    ledger_ok = service.ledger_ready()
+    limiter_ok = limiter.ping()
+    signer = signing.receipt_signer()
+    signing_ok = signing.ready()
     fixes = []  # {problem, fix}: each problem beside the step that resolves it
     if not ledger_ok:
         fixes.append({"problem": "ledger is not reachable",
@@ -60,8 +61,8 @@ def status() -> Response:
                       "fix": "check GATE_REDIS_URL and that Redis answers"})
     signing_problem = signing_fix = None
     if not signing_ok:
-        signing_problem = rt.signing.problem or "no receipt signing key is configured"
-        signing_fix = rt.signing.fix or FIX_MISSING_KEYRING
+        signing_problem = signing.problem or "no receipt signing key is configured"
+        signing_fix = signing.fix or FIX_MISSING_KEYRING
         fixes.append({"problem": signing_problem, "fix": signing_fix})
     problems = [entry["problem"] for entry in fixes]
     ready = not problems
@@ -72,23 +73,23 @@ def status() -> Response:
         "interface_version": C.INTERFACE_VERSION,
         "decision_protocol_version": C.DECISION_PROTOCOL_VERSION,
         "decision_record_version": C.DECISION_RECORD_VERSION,
-        "rulebook_contract": rulebook_contract(rt.settings.schema_url),
-        "supported_modes": [C.MODE_RULEBOOK, *(C.LEGACY_MODES if rt.service.advisory is not None else ())],
-        "advisory_modes": {"enabled": rt.service.advisory is not None, "production_verdict": False,
-                           "modes": list(C.LEGACY_MODES) if rt.service.advisory is not None else []},
+        "rulebook_contract": rulebook_contract(settings.schema_url),
+        "supported_modes": [C.MODE_RULEBOOK, *(C.LEGACY_MODES if service.advisory is not None else ())],
+        "advisory_modes": {"enabled": service.advisory is not None, "production_verdict": False,
+                           "modes": list(C.LEGACY_MODES) if service.advisory is not None else []},
         "supported_binding_modes": list(C.SUPPORTED_BINDING_MODES),
         "signing": {
             "ready": signing_ok,
-            "required": rt.signing.required,
+            "required": signing.required,
             "receipt_signature_algorithm": signer.algorithm if signer else None,
             "receipt_key_id": signer.key_id if signer else None,
-            "registry_signing": rt.signing.attestation_key() is not None,
+            "registry_signing": signing.attestation_key() is not None,
             "problem": signing_problem,
             "fix": signing_fix,
         },
-        "ledger": {"ready": ledger_ok, "dialect": rt.service.ledger_dialect},
+        "ledger": {"ready": ledger_ok, "dialect": service.ledger_dialect},
         "idempotency": {"ready": ledger_ok, "backend": "ledger_unique_constraint"},
-        "rate_limits": {"ready": limiter_ok, "backend": rt.limiter.backend, "window_seconds": 60},
+        "rate_limits": {"ready": limiter_ok, "backend": limiter.backend, "window_seconds": 60},
         "auth": {"ready": ledger_ok, "scheme": "api_key", "headers": ["x-api-key", "Authorization: Bearer"]},
         "registries": {
             "receipt_keys": "/api/decision/receipt-keys",
@@ -99,7 +100,7 @@ def status() -> Response:
         },
         "problems": problems,
         "fixes": fixes,
-        "workers": workers_view(rt.workers()),
+        "workers": workers_view(workers()),
     }
     return json_response(200 if ready else 503, body)
 

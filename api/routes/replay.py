@@ -18,12 +18,14 @@ from api.costs import Weight, charged
 from api.errors import json_response
 from api.jsonio import read_json
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
-from api.runtime import keyed, requested_view, runtime
+from api.runtime import keyed, requested_view
 from gate import vocabulary as C
 from gate.errors import GateError
 from gate.replay.historical import REPLAY_CURRENT
 from gate.replay.whatif import MAX_SCENARIOS
 from gate.services.decide import Caller
+from gate.services.replay import ReplayService
+from gate.settings import Settings
 
 routes = Routes("replay", __name__)
 
@@ -66,10 +68,10 @@ def _header_view() -> str | None:
     return view
 
 
-def _replay(caller: Caller, decision_id: str, forced_mode: str | None) -> Response:
-    rt = runtime()
-    body = read_json(request, rt.settings.max_body_bytes, optional=True)
-    summary = rt.replays.replay(caller, decision_id, body, forced_mode=forced_mode, header_view=_header_view())
+def _replay(caller: Caller, decision_id: str, forced_mode: str | None, replays: ReplayService,
+            settings: Settings) -> Response:
+    body = read_json(request, settings.max_body_bytes, optional=True)
+    summary = replays.replay(caller, decision_id, body, forced_mode=forced_mode, header_view=_header_view())
     if summary is None:
         raise GateError("DECISION_NOT_FOUND", NOT_FOUND)
     return json_response(200, {"ok": True, **summary}, {"x-decision-id": summary["decision_id"]})
@@ -83,8 +85,8 @@ def _replay(caller: Caller, decision_id: str, forced_mode: str | None) -> Respon
     "replay in current mode against the advisor panel (docs/replay.md).")))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(REPLAY_WEIGHT)
-def replay(caller: Caller, decision_id: str) -> Response:
-    return _replay(caller, decision_id, None)
+def replay(caller: Caller, decision_id: str, *, replays: ReplayService, settings: Settings) -> Response:
+    return _replay(caller, decision_id, None, replays, settings)
 
 
 @routes.route(_replay_endpoint("diff", (
@@ -92,8 +94,8 @@ def replay(caller: Caller, decision_id: str) -> Response:
     "against a current-mode `input` override. Same summary shape as replay.")))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(REPLAY_WEIGHT)
-def diff(caller: Caller, decision_id: str) -> Response:
-    return _replay(caller, decision_id, REPLAY_CURRENT)
+def diff(caller: Caller, decision_id: str, *, replays: ReplayService, settings: Settings) -> Response:
+    return _replay(caller, decision_id, REPLAY_CURRENT, replays, settings)
 
 
 @routes.route(Endpoint(
@@ -115,10 +117,9 @@ def diff(caller: Caller, decision_id: str) -> Response:
 ))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(REPLAY_WEIGHT)
-def counterfactuals(caller: Caller, decision_id: str) -> Response:
-    rt = runtime()
-    body = read_json(request, rt.settings.max_body_bytes)
-    result = rt.replays.counterfactuals(caller, decision_id, body)
+def counterfactuals(caller: Caller, decision_id: str, *, replays: ReplayService, settings: Settings) -> Response:
+    body = read_json(request, settings.max_body_bytes)
+    result = replays.counterfactuals(caller, decision_id, body)
     if result is None:
         raise GateError("DECISION_NOT_FOUND", NOT_FOUND)
     headers = {

@@ -24,10 +24,12 @@ from api import openapi_params as P
 from api.costs import REPORT_ROWS_PER_UNIT, Weight, charged, units
 from api.errors import json_response
 from api.routing import Endpoint, Routes
-from api.runtime import keyed, runtime
+from api.runtime import keyed
 from gate.errors import GateError
+from gate.ledger import Ledger
 from gate.reports.params import PARAMS, ReportParams
 from gate.reports.registry import REPORTS, ReportKind, parse_params
+from gate.services.analytics import Analytics
 from gate.services.decide import Caller
 
 routes = Routes("reports", __name__)
@@ -56,11 +58,11 @@ def _report_units() -> int:
 REPORT_WEIGHT = Weight(query=_report_units)
 
 
-def _answer(kind: ReportKind, caller: Caller, policy_id: str) -> Response:
+def _answer(kind: ReportKind, caller: Caller, policy_id: str, analytics: Analytics, ledger: Ledger) -> Response:
     """The sealed report of the caller's scope (`gate.services.analytics.Analytics.report`);
     a cross-scope report adds the opted-in cohorts."""
-    policy_id, params, rt = _policy_id(policy_id), _args(kind.name), runtime()
-    return json_response(200, rt.analytics.report(rt.ledger, kind, caller.scope, policy_id, params))
+    policy_id, params = _policy_id(policy_id), _args(kind.name)
+    return json_response(200, analytics.report(ledger, kind, caller.scope, policy_id, params))
 
 
 def _declared(kind: ReportKind) -> Endpoint:
@@ -85,8 +87,8 @@ def _route(kind: ReportKind) -> None:
 
     @keyed(kind.unauthorized)
     @charged(REPORT_WEIGHT)
-    def view(caller: Caller, policy_id: str) -> Response:
-        return _answer(kind, caller, policy_id)
+    def view(caller: Caller, policy_id: str, *, analytics: Analytics, ledger: Ledger) -> Response:
+        return _answer(kind, caller, policy_id, analytics, ledger)
 
     routes.add(view, _declared(kind), name=kind.name)
 

@@ -31,8 +31,8 @@ from api.jsonio import read_json
 from api.mcp_http import MAX_BODY_BYTES, MAX_DEPTH
 from api.routes.policychecks import CHECK_ERRORS, checks
 from api.routing import MEDIA, RATE_HEADERS, WORKFLOW_REQUEST_HEADERS, Endpoint, Routes
-from api.runtime import runtime
 from gate.errors import GateError
+from gate.ledger import Ledger
 from gate.services.operations import token_matches
 from gate.services.policychecks import ArgumentsInvalid
 from gate.services.workflows import (
@@ -42,6 +42,7 @@ from gate.services.workflows import (
     WorkflowRequest,
     WorkflowService,
 )
+from gate.settings import Settings
 
 routes = Routes("workflows", __name__)
 
@@ -51,8 +52,7 @@ _KEY = re.compile(r"^[\x21-\x7e]{1,300}$")
 __all__ = ["TICKETING_SYSTEMS", "WORKFLOWS", "routes"]
 
 
-def _authorized() -> bool:
-    token = runtime().settings.workflow_token
+def _authorized(token: str | None) -> bool:
     if token is None:
         return True
     scheme, _, given = (request.headers.get("Authorization") or "").partition(" ")
@@ -73,10 +73,10 @@ def _override_key() -> str | None:
     return next(iter(given))
 
 
-def _refuse_route(ticketing_system: str, workflow: str) -> None:
+def _refuse_route(ticketing_system: str, workflow: str, token: str | None) -> None:
     """401 without the workflow token (when one is configured); 400 for an unknown system or
     workflow (the rate headers are already carried)."""
-    if not _authorized():
+    if not _authorized(token):
         carry_headers({"WWW-Authenticate": REALM})
         raise GateError("WORKFLOW_UNAUTHORIZED", "a valid Authorization: Bearer token is required")
     if ticketing_system not in TICKETING_SYSTEMS:
@@ -109,11 +109,11 @@ def _read_request(ticketing_system: str, workflow: str) -> WorkflowRequest:
                            "LEDGER_UNAVAILABLE"),
     request_body="WorkflowRequest", response_headers=RATE_HEADERS + ("x-idempotency-status", "x-request-id"),
     request_headers=tuple(WORKFLOW_REQUEST_HEADERS), tags=("workflows",)))
-def run_workflow(ticketing_system: str, workflow: str) -> Response:
+def run_workflow(ticketing_system: str, workflow: str, *, ledger: Ledger, settings: Settings) -> Response:
     headers = client_limit("workflow")
     carry_headers(headers)  # a refusal (POLICY_CHECK_UNDECIDED among them) answers the rate headers too
-    _refuse_route(ticketing_system, workflow)
-    service = WorkflowService(runtime().ledger, checks())
+    _refuse_route(ticketing_system, workflow, settings.workflow_token)
+    service = WorkflowService(ledger, checks())
     service.tool(workflow)  # an unknown check service fails here, before the body is read
     try:
         run = _read_request(ticketing_system, workflow)

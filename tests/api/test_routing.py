@@ -64,6 +64,9 @@ def test_each_view_is_given_the_services_its_parameters_name_and_type(app):
             value, hint = composed[name], hints[name]
             if typing.get_origin(hint) is Callable:
                 assert callable(value), (d.name, name)
+            elif getattr(hint, "_is_protocol", False):  # a Protocol (Analytics): every member it states
+                members = [member for member in vars(hint) if not member.startswith("_")]
+                assert members and all(callable(getattr(value, m, None)) for m in members), (d.name, name)
             else:
                 assert isinstance(value, hint), (d.name, name, hint)
 
