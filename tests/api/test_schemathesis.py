@@ -36,6 +36,7 @@ from hypothesis.strategies._internal import regex as hypothesis_regex
 from hypothesis.strategies._internal.lazy import unwrap_strategies
 from schemathesis import GenerationMode
 from schemathesis.checks import CHECKS, load_all_checks, not_a_server_error
+from schemathesis.generation.jsonschema import strategy as schemathesis_strategy
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from api.openapi import openapi_document
@@ -185,6 +186,14 @@ def regex_strategies_built_once():
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(hypothesis_regex, "regex_strategy", built_once)
+        # A negative case past an array's maxItems: schemathesis (4.29 on) fills an array longer
+        # than it draws by copying one element up to the floor. The facts' schema nests arrays of
+        # 10,000 items in arrays, so one copied element was itself 10,001 copies, and so on: a
+        # single `POST /api/decide` case grew past 23 GB and the process was killed (seen run alone,
+        # which schemathesis's constants pool makes draw otherwise than in the suite). Drawn
+        # element by element instead, such an array outgrows Hypothesis's buffer and the case is
+        # dropped; the 10,000-item bound has its own tests (tests/api/test_evaluation_limits.py).
+        patch.setattr(schemathesis_strategy, "MAX_DRAWN_ARRAY_ITEMS", 10**9)
         yield
 
 
