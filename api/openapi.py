@@ -43,7 +43,7 @@ SERVER_ERRORS = ("REQUEST_TIMEOUT", "REQUEST_URI_TOO_LONG", "REQUEST_HEADERS_TOO
 # A media type's schema by reference: {"application/json": {"schema": {"$ref": "#/components/schemas/…"}}}.
 Content = dict[str, dict[str, dict[str, str]]]
 # A path, query or header parameter; a path parameter has no description.
-Parameter = TypedDict("Parameter", {"name": str, "in": str, "required": bool, "schema": dict[str, object],
+Parameter = TypedDict("Parameter", {"name": str, "in": str, "required": bool, "schema": P.ParameterSchema,
                                     "description": NotRequired[str]})
 # One status of an operation: an error status has its body schema and error codes, a success its headers.
 Response = TypedDict("Response", {"description": str, "content": NotRequired[Content],
@@ -175,11 +175,11 @@ SCHEMAS: dict[str, Mapping[str, object]] = {
 }
 
 
-def _query_parameter(name: str, kind: str, text: str, schema: dict[str, object] | None = None) -> Parameter:
+def _query_parameter(name: str, kind: str, text: str, schema: P.ParameterSchema | None = None) -> Parameter:
     """One query parameter; `schema` states the route's own check (api.openapi_params), else
     the type, and for text the control characters every route refuses."""
-    schema = dict(schema) if schema else (P.text() if kind == "string" else {"type": kind})
-    required = bool(schema.pop("x-required", False))
+    schema = {**schema} if schema else (P.text() if kind == "string" else {"type": kind})
+    required = schema.pop("x-required", False)
     return {"name": name, "in": "query", "required": required, "schema": schema, "description": text}
 
 

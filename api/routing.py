@@ -29,9 +29,11 @@ from typing import Any, TypeVar
 
 from flask import Blueprint, Flask
 
+from api.openapi_params import ParameterSchema
+
 View = TypeVar("View", bound=Callable[..., Any])
 # (name, type, description[, schema]): the schema states the route's own check (api.openapi_params)
-QueryParameter = tuple[str, str, str] | tuple[str, str, str, dict[str, object]]
+QueryParameter = tuple[str, str, str] | tuple[str, str, str, ParameterSchema]
 
 BUDGETS = ("public", "verify")  # a public route's per-client budget (api.public_limits)
 _PATH_PARAMETER = re.compile(r"\{(\w+)\}")
