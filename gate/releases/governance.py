@@ -115,7 +115,7 @@ class PolicyRequestJSON(TypedDict):
 class GovernanceStateJSON(TypedDict):
     """The state a governance event states (`settings` and `applied` since issue 52)."""
 
-    policy: dict[str, object] | None
+    policy: dict[str, bool | int | float] | None  # the release policy's (ReleasePolicy.to_json)
     pending: list[PolicyRequestJSON]
     settings: NotRequired[dict[str, dict[str, object]]]
     applied: NotRequired[dict[str, int]]
