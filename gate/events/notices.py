@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 from urllib.parse import unquote, urlsplit
 
 from gate.disclosure import DEFAULT_SHOW, MASK, Disclosure, disclose
@@ -225,13 +225,51 @@ def send_email(url: str, message: EmailMessage, timeout: float = TIMEOUT_SECONDS
         client.send_message(message)
 
 
-def _plain(text: str, limit: int = 3000) -> dict[str, Any]:
+class PlainText(TypedDict):
+    """A Block Kit `plain_text` object (never `mrkdwn`: a caller's text makes no mention or link)."""
+
+    type: str
+    text: str
+    emoji: bool
+
+
+class Button(TypedDict):
+    """A hold's button: Approve and Deny carry the decision id (`value`), Open in the Inbox its `url`."""
+
+    type: str
+    action_id: str
+    value: NotRequired[str]
+    style: NotRequired[str]
+    url: NotRequired[str]
+    text: PlainText
+
+
+class SectionBlock(TypedDict):
+    type: str
+    text: PlainText
+
+
+class ActionsBlock(TypedDict):
+    type: str
+    block_id: str
+    elements: list[Button]
+
+
+class ContextBlock(TypedDict):
+    type: str
+    elements: list[PlainText]
+
+
+SlackBlock = SectionBlock | ActionsBlock | ContextBlock  # what `slack_blocks` writes
+
+
+def _plain(text: str, limit: int = 3000) -> PlainText:
     return {"type": "plain_text", "text": _cut(text, limit), "emoji": False}
 
 
-def slack_blocks(notices: Sequence[Notice]) -> list[dict[str, Any]]:
+def slack_blocks(notices: Sequence[Notice]) -> list[SlackBlock]:
     """A section per hold with its facts, and its Approve and Deny buttons (value: the decision id)."""
-    blocks: list[dict[str, Any]] = []
+    blocks: list[SlackBlock] = []
     for notice in notices[:MAX_SLACK_HOLDS]:
         disclosure = notice.disclosure()
         facts = "\n".join([*filter(None, [needs_in_words(notice)]),
@@ -242,7 +280,7 @@ def slack_blocks(notices: Sequence[Notice]) -> list[dict[str, Any]]:
             f"{asked}\nReview needed in {notice.scope} (queue {notice.queue}, {notice.priority}): decision "
             f"{notice.decision_id}, {rule_in_words(notice)}. Decide by {notice.deadline_at}; silence never "
             f"approves.\n{facts}")})
-        elements: list[dict[str, Any]] = [
+        elements: list[Button] = [
             {"type": "button", "action_id": APPROVE, "value": notice.decision_id, "style": "primary",
              "text": _plain("Approve")},
             {"type": "button", "action_id": DENY, "value": notice.decision_id, "style": "danger",
@@ -301,7 +339,7 @@ def slack_client(token: str, base_url: str, outbound: Outbound | None = None) ->
 
 
 def post_slack(client: Any, channel: str, notices: Sequence[Notice]) -> tuple[str | None, str | None,
-                                                                             list[dict[str, Any]]]:
+                                                                             list[SlackBlock]]:
     """`chat.postMessage`; the message's channel id and `ts` as Slack answered, and its blocks.
     Raises OSError (or TargetRefused) on failure."""
     first = notices[0]

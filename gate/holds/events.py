@@ -40,6 +40,7 @@ from typing import Any, Literal, NotRequired, TypedDict, get_args
 
 from gate.chain.sealing import Seal, event_hash, seal_of, sealed_members
 from gate.chain.sealing import signature_problem as chain_signature_problem
+from gate.holds.policy import HoldPolicyJSON
 from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner
 from gate.principals import Principal, holder_id, is_distinct_approver, parse_holder
@@ -100,7 +101,7 @@ class HoldEventBody(TypedDict):
     votes: list[str]
     four_eyes: bool | None
     requested_by: str | None
-    policy: dict[str, object] | None
+    policy: HoldPolicyJSON | None  # a `policy_set` step's (made before issue 52; null since)
     requested_holder: NotRequired[str]
 
 
@@ -156,7 +157,7 @@ class Step:
     votes: tuple[str, ...] = ()
     four_eyes: bool | None = None
     requested_by: str | None = None
-    policy: Mapping[str, object] | None = None
+    policy: HoldPolicyJSON | None = None
     requested_holder: str | None = None  # written only when stated (events before holders lack it)
 
 
@@ -172,7 +173,7 @@ def build_event(step: Step, *, scope_hash: str, seq: int, previous_event_hash: s
         "created_at": step.at, "vote": step.vote, "reason_code": step.reason_code, "note": step.note,
         "queue": step.queue, "priority": step.priority, "deadline_at": step.deadline_at, "outcome": step.outcome,
         "approvals_needed": step.approvals_needed, "votes": list(step.votes), "four_eyes": step.four_eyes,
-        "requested_by": step.requested_by, "policy": dict(step.policy) if step.policy is not None else None,
+        "requested_by": step.requested_by, "policy": step.policy.copy() if step.policy is not None else None,
     }
     if step.requested_holder is not None:
         event["requested_holder"] = step.requested_holder
@@ -382,7 +383,7 @@ class ResolutionCheck:
     outcome: str | None
     problems: tuple[str, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, bool | str | list[str] | None]:
         return {"verified": self.verified, "approved": self.approved, "outcome": self.outcome,
                 "problems": list(self.problems)}
 

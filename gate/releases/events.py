@@ -174,7 +174,7 @@ def _version(body: Any) -> Version | None:
     return Version(body["version"], body["rulebook_hash"]) if isinstance(body, Mapping) else None
 
 
-def state_from_member(rulebook_id: str, seq: int, head: str | None, body: Mapping[str, Any]) -> ReleaseState:
+def state_from_member(rulebook_id: str, seq: int, head: str | None, body: StateMemberJSON) -> ReleaseState:
     """A stored state member back to a ReleaseState (what decide reads from the head event)."""
     canary = body.get("canary")
     return ReleaseState(

@@ -115,7 +115,7 @@ class PolicyRequestJSON(TypedDict):
 class GovernanceStateJSON(TypedDict):
     """The state a governance event states (`settings` and `applied` since issue 52)."""
 
-    policy: dict[str, object] | None
+    policy: dict[str, bool | int | float] | None  # the release policy's (ReleasePolicy.to_json)
     pending: list[PolicyRequestJSON]
     settings: NotRequired[dict[str, dict[str, object]]]
     applied: NotRequired[dict[str, int]]
@@ -354,7 +354,7 @@ def _parse(table: Mapping[str, Safeguard], setting: str, body: Any) -> Any:
     return row.parse(body)
 
 
-def state_from_event(event: Mapping[str, Any], table: Mapping[str, Safeguard] = RELEASE_ONLY) -> GovernanceState:
+def state_from_event(event: GovernanceEvent, table: Mapping[str, Safeguard] = RELEASE_ONLY) -> GovernanceState:
     """A stored governance event's stated state (what the service reads from the chain's head;
     an event made before issue 52 states no `applied`: `replay_state` then)."""
     body = event["state"]
@@ -379,7 +379,7 @@ def action_of(event: Mapping[str, Any], table: Mapping[str, Safeguard] = RELEASE
                         approvals_required=event.get("approvals_required"))
 
 
-def replay_state(events: Sequence[Mapping[str, Any]], table: Mapping[str, Safeguard] = RELEASE_ONLY) -> GovernanceState:
+def replay_state(events: Sequence[GovernanceEvent], table: Mapping[str, Safeguard] = RELEASE_ONLY) -> GovernanceState:
     """The state a stored chain folds to (for a head made before issue 52, which states no
     `applied`): its events' actions, in order, as they were accepted when written."""
     state = GovernanceState()

@@ -34,7 +34,7 @@ class ReleasePolicy:
     dry_run_canary_percent: float = 0
     dry_run_max_age_seconds: int = 7 * 86_400
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, bool | int | float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod

@@ -12,10 +12,10 @@ head checks, the witness and the checkpoints) and changes nothing but the checkp
 from __future__ import annotations
 
 import json
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from gate import vocabulary as C
-from gate.chain.links import verify_links
+from gate.chain.links import ChainLink, verify_links
 from gate.chain.merkle import Checkpoint, leaf_node
 from gate.ledger import Ledger
 from gate.ledger.lifecycle import LifecycleStore
@@ -69,11 +69,24 @@ class ChainViewWindow(TypedDict):
     previous_merkle_root: object
 
 
+class ViewFailure(TypedDict):
+    """One failed check of the chain view: `verify_links`'s (gate.chain.links.ChainFailure), or
+    one of storage (a check of the whole window states no `chain_position`; a rulebook snapshot's
+    names its rulebook and version), with the recomputed or required value and the stated one."""
+
+    chain_position: NotRequired[object]
+    check: str
+    rulebook_id: NotRequired[str]
+    version: NotRequired[str]
+    expected: object
+    actual: object
+
+
 class ChainVerification(TypedDict):
     valid: bool
     checked_links: int
     checks: dict[str, bool]
-    failures: list[dict[str, object]]
+    failures: list[ViewFailure]
 
 
 class ChainView(ChainState):
@@ -83,7 +96,7 @@ class ChainView(ChainState):
     tree: ChainTree
     checkpoint: Checkpoint | None
     checkpoint_log: CheckpointLogState
-    links: list[dict[str, object]]
+    links: list[ChainLink]
     execution_links: list[ExecutionLink]
     window: ChainViewWindow
     verification: ChainVerification
@@ -101,7 +114,8 @@ def chain_view(audit: AuditChainService, scope: str, chain_id: str, limit: int) 
         size = head["size"] if type(head["size"]) is int and head["size"] >= 0 else 0
         first = max(1, size - limit + 1)
         rows = audit.ledger.chain_links_window(chain_id, max(1, first - 1), size)
-        stored_links: list[dict[str, object]] = [json.loads(row["link_json"]) for row in rows]
+        # Each as `new_link` wrote it to our own ledger; `_verify_window` re-derives every member.
+        stored_links: list[ChainLink] = [json.loads(row["link_json"]) for row in rows]
         previous = stored_links.pop(0) if first > 1 and stored_links else None
         rows = rows[1:] if previous is not None else rows
         checks, failures = _verify_window(audit.ledger, chain_id, head, rows, stored_links, previous)
@@ -149,8 +163,8 @@ def chain_view(audit: AuditChainService, scope: str, chain_id: str, limit: int) 
     }
 
 
-def _execution_links(ledger: Ledger, links: list[dict[str, object]], checks: dict[str, bool],
-                     failures: list[dict[str, object]]) -> list[ExecutionLink]:
+def _execution_links(ledger: Ledger, links: list[ChainLink], checks: dict[str, bool],
+                     failures: list[ViewFailure]) -> list[ExecutionLink]:
     """The window's Outcome Records that name the execution receipt they follow (oldest
     first, at most MAX_CHAIN_LIMIT), each `valid` when its link columns name a stored
     execution receipt of the same decision with that hash; `execution_links` check: all are.
@@ -176,7 +190,7 @@ def _execution_links(ledger: Ledger, links: list[dict[str, object]], checks: dic
 
 
 def _tree_root_matches(audit: AuditChainService, chain_id: str, size: int, peaks_root: str | None,
-                       failures: list[dict[str, object]]) -> bool:
+                       failures: list[ViewFailure]) -> bool:
     """The root of the stored Merkle nodes equals the root of the head's peaks (else named)."""
     try:
         nodes_root: str | None = audit.tree_root(chain_id, size)
@@ -188,8 +202,8 @@ def _tree_root_matches(audit: AuditChainService, chain_id: str, size: int, peaks
     return matches
 
 
-def _check_snapshots(ledger: Ledger, scope: str, links: list[dict[str, Any]],
-                     decisions: dict[str | None, dict[str, Any]], failures: list[dict[str, object]]) -> bool:
+def _check_snapshots(ledger: Ledger, scope: str, links: list[ChainLink],
+                     decisions: dict[str | None, dict[str, Any]], failures: list[ViewFailure]) -> bool:
     """Each rulebook snapshot a window decision was made under, re-hashed from its stored
     body once per (rulebook id, version); a mismatch is named at every position using it."""
     seen: dict[tuple[str, str, str], SnapshotCheck | None] = {}
@@ -212,14 +226,16 @@ def _check_snapshots(ledger: Ledger, scope: str, links: list[dict[str, Any]],
 
 
 def _verify_window(ledger: Ledger, chain_id: str, head: dict[str, Any], rows: list[dict[str, Any]],
-                   links: list[dict[str, Any]], previous: dict[str, Any] | None,
-                   ) -> tuple[dict[str, bool], list[dict[str, object]]]:
+                   links: list[ChainLink], previous: ChainLink | None,
+                   ) -> tuple[dict[str, bool], list[ViewFailure]]:
     result = verify_links(
         links,
         expected_start_previous_link_hash=previous["link_hash"] if previous else None,
         expected_start_previous_root=previous["merkle_root"] if previous else None,
     )
-    failures: list[dict[str, object]] = [dict(failure) for failure in result.failures]
+    failures: list[ViewFailure] = [{"chain_position": failure["chain_position"], "check": failure["check"],
+                                    "expected": failure["expected"], "actual": failure["actual"]}
+                                   for failure in result.failures]
     checks = {"links": result.valid}
     # Row columns must agree with the link JSON they index.
     rows_ok = all(row["link_hash"] == link.get("link_hash") and row["leaf_hash"] == link.get("leaf_hash")

@@ -18,21 +18,21 @@ import secrets
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from functools import partial
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from gate import bodies
 from gate.clock import Clock, iso_ms
 from gate.errors import GateError, SigningUnavailable
 from gate.events import signatures
 from gate.events.breaker import endpoint_of
-from gate.events.cloudevent import EVENT_TYPES, TYPE_PREFIX
+from gate.events.cloudevent import EVENT_TYPES, TYPE_PREFIX, CloudEvent
 from gate.events.egress import EventSubscriptions
 from gate.events.pool import FairPool
 from gate.governance.table import EVENT_SUBSCRIPTIONS
 from gate.ledger.outbox import Outbox, event_types_of
 from gate.principals import Permissions, Principal
 from gate.protocol.canonical import canonical_text
-from gate.releases.governance import GovernanceEvent, refusal_code
+from gate.releases.governance import GovernanceEvent, PolicyRequestJSON, refusal_code
 from gate.services import event_retention
 from gate.services.event_delivery import WILDCARD, WebhookDelivery, utc
 from gate.services.event_retention import RETENTION_INTERVAL, EventRetention
@@ -89,6 +89,23 @@ class SubscriptionView(TypedDict):
     rotation_overlap_until: str | None
 
 
+
+
+class PendingSubscriptions(TypedDict):
+    """The live subscription requests and the governance chain's seq (`pending_subscriptions`)."""
+
+    pending: list[PolicyRequestJSON]
+    governance_seq: int
+
+
+class _StatusChange(TypedDict):
+    """What enabling or disabling a subscription by hand writes (an enable forgets the failures)."""
+
+    status: str
+    disabled_reason: str | None
+    attempts: NotRequired[int]
+    failing_since: NotRequired[None]
+    next_attempt_at: NotRequired[None]
 
 
 def public_view(row: Mapping[str, Any]) -> SubscriptionView:
@@ -172,7 +189,7 @@ class EventService:
                 started.append(public_view({**row, "status": "active"}))
         return started, event
 
-    def pending_subscriptions(self, scope: str) -> dict[str, Any]:
+    def pending_subscriptions(self, scope: str) -> PendingSubscriptions:
         """The live subscription requests and the governance chain's seq."""
         if self.governance is None:
             raise SigningUnavailable()
@@ -248,11 +265,11 @@ class EventService:
         if not isinstance(skip_pruned, bool):
             raise _invalid("skip_pruned is true or false")
         row = self._approved(scope, subscription_id, "a change of its status")
-        values: dict[str, object] = {"status": status, "disabled_reason": None if status == "active" else "by hand"}
+        values: _StatusChange = {"status": status, "disabled_reason": None if status == "active" else "by hand"}
         if status == "disabled":
             self.outbox.update_subscription(row["subscription_id"], values)
             return public_view({**row, **values})
-        values.update(attempts=0, failing_since=None, next_attempt_at=None)
+        values.update({"attempts": 0, "failing_since": None, "next_attempt_at": None})
         refused = self.outbox.enable(row["subscription_id"], values, skip_pruned)
         if refused is not None:
             raise self.retention.refused(refused, f"resuming from this subscription's cursor ({row['cursor']})")
@@ -379,8 +396,8 @@ class Dispatcher:
             self.pool.offer(row["scope"], row["subscription_id"], row, endpoint_of(row["url"]))
 
 
-def event_data(row: Mapping[str, Any]) -> dict[str, object]:
-    """The CloudEvent stored in an outbox row."""
-    value: dict[str, object] = json.loads(row["event_json"])
+def event_data(row: Mapping[str, Any]) -> CloudEvent:
+    """The CloudEvent stored in an outbox row (its canonical text, as `cloud_event` made it)."""
+    value: CloudEvent = json.loads(row["event_json"])
     return value
 

@@ -65,6 +65,19 @@ class PilotAnswer(TypedDict):
     confirmed_at: NotRequired[str]
 
 
+class PilotCreated(PilotAnswer):
+    """A new submission's answer: the intake and its one-time confirmation token."""
+
+    confirmation_token: str
+    confirmation: str
+
+
+class PilotReplayed(PilotAnswer):
+    """A submission sent again: the intake, its token not shown again (`confirmation_token_shown` false)."""
+
+    confirmation_token_shown: bool
+
+
 class AnomalyAlert(TypedDict):
     """An alert of the anomaly engine over one policy's recent decisions."""
 
@@ -241,7 +254,7 @@ class PilotOutcome:
     """The answer to a submission: `created` (with the one-time token) or `replayed`."""
 
     status: str
-    answer: dict[str, object]
+    answer: PilotCreated | PilotReplayed
 
 
 class PilotService:
@@ -261,12 +274,12 @@ class PilotService:
                "created_at": iso_ms(self.clock.now()), "confirmed_at": None}
         existing = self.store.store_or_existing(row)
         if existing is None:
-            return PilotOutcome("created", pilot_answer(row) | {"confirmation_token": token,
-                                                                "confirmation": CONFIRMATION_HINT})
+            return PilotOutcome("created", {**pilot_answer(row), "confirmation_token": token,
+                                            "confirmation": CONFIRMATION_HINT})
         if existing["input_hash"] != input_hash:
             raise GateError("PILOT_IDEMPOTENCY_CONFLICT", "this idempotency key already holds a different pilot "
                             "intake; send another Idempotency-Key", idempotency_key=key)
-        return PilotOutcome("replayed", pilot_answer(existing) | {"confirmation_token_shown": False})
+        return PilotOutcome("replayed", {**pilot_answer(existing), "confirmation_token_shown": False})
 
     def confirm(self, body: Mapping[str, Any]) -> PilotAnswer:
         """`{pilot_id, confirmation_token}` → the confirmed intake (idempotent); an unknown id and

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypedDict, cast
+from typing import Any, NotRequired, TypedDict, cast
 
 from gate.errors import GateError
+from gate.ledger import StoredSnapshot
 from gate.ledger.releases import ReleaseDecisionRow, ShadowColumns
 from gate.protocol.canonical import sha256_hex
 from gate.releases.model import Version, in_canary, subject_value
@@ -56,7 +57,14 @@ class Observed:
     headers: tuple[tuple[str, str], ...]
 
 
-def checked_ref(body: Mapping[str, Any]) -> Mapping[str, Any]:
+class RulebookRef(TypedDict):
+    """A decide body's `rulebook_ref` once checked (`checked_ref`)."""
+
+    rulebook_id: str
+    version: NotRequired[str]
+
+
+def checked_ref(body: Mapping[str, Any]) -> RulebookRef:
     """A decide body's `rulebook_ref`, `{rulebook_id, version?}` (strings) in place of `rulebook`
     (gate/bodies/decide.schema.json), or RULEBOOK_REF_INVALID."""
     ref = body.get("rulebook_ref")
@@ -65,7 +73,7 @@ def checked_ref(body: Mapping[str, Any]) -> Mapping[str, Any]:
             or not isinstance(ref.get("version", ""), str):
         raise GateError("RULEBOOK_REF_INVALID", "rulebook_ref is {rulebook_id, version?} (strings) and replaces "
                         "rulebook: send one of them")
-    return ref
+    return cast(RulebookRef, ref)  # checked just above: only these members, each a string
 
 
 class ReleaseRouter:
@@ -120,7 +128,7 @@ class ReleaseRouter:
         request["rulebook"] = self._body(snapshot)
         return request, Routed(rulebook_id, version, arm, state.seq, subject_hash)
 
-    def _body(self, snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    def _body(self, snapshot: StoredSnapshot) -> dict[str, Any]:
         """A fresh parse of the snapshot's canonical body (the decide path must not share a
         mutable document between requests)."""
         fresh: dict[str, Any] = json.loads(snapshot["body_json"])
