@@ -45,6 +45,7 @@ from gate.protocol.types import (
     RulebookAttestation,
     RulebookReference,
     RuntimeBinding,
+    TrustedAdapter,
 )
 from gate.vocabulary import (
     ATTESTATION_SIGNATURE_ALGORITHM,
@@ -135,7 +136,7 @@ def rulebook_attestation_bundle(
     facts_hash: str,
     outcome: AttestationOutcome,
     runtime_binding: RuntimeBinding,
-    trusted_adapter: dict[str, object] | None,
+    trusted_adapter: TrustedAdapter | None,
     engine: str = ENGINE,
     evaluator_version: str = EVALUATOR_VERSION,
 ) -> AttestationBundle:
@@ -198,7 +199,7 @@ class RegistryEntry(TypedDict):
     canonicalization: str
     scope_hash: str
     registered_at: str
-    trusted_adapter_dependency: NotRequired[dict[str, object]]
+    trusted_adapter_dependency: NotRequired[dict[str, str]]  # {adapter_id, version, manifest_hash}
 
 
 def registry_entry(
@@ -210,7 +211,7 @@ def registry_entry(
     registered_at: str,
     schema_version: str = RULEBOOK_SCHEMA_VERSION,
     evaluator_version: str = EVALUATOR_VERSION,
-    adapter_dependency: Mapping[str, object] | None = None,
+    adapter_dependency: Mapping[str, str] | None = None,
 ) -> RegistryEntry:
     """An unsigned registry snapshot entry (no `registry_attestation` yet).
 
@@ -240,7 +241,7 @@ def registry_attestation_hash(entry: Mapping[str, object]) -> str:
     return sha256_hex({k: v for k, v in entry.items() if k != "registry_attestation"})
 
 
-def sign_registry_entry(entry: Mapping[str, object], key: Ed25519Key | None) -> dict[str, object]:
+def sign_registry_entry(entry: RegistryEntry, key: Ed25519Key | None) -> dict[str, object]:
     """A copy of `entry` with its `registry_attestation` (signed when `key` is given).
 
     Any `registry_attestation` already on `entry` is replaced (it is excluded from the hash).

@@ -16,6 +16,7 @@ from typing import Any, NotRequired, TypedDict
 
 from gate.protocol.confidence import DecisionConfidence
 from gate.protocol.evaluation import Evaluation, EvaluationTrace
+from gate.protocol.release_arm import ReleaseArm
 from gate.vocabulary import ENGINE, CompactVerdict, Verdict
 
 
@@ -63,6 +64,24 @@ class AttestationOutcome(TypedDict):
     matched_rule_id: str | None
 
 
+class TrustedAdapter(TypedDict):
+    """`trusted_adapter`: which adapter ran, on what, with what result (reference facts §3: these
+    eleven members, written by `gate.adapters.AdapterRegistry.run`; the verifier holds a record's
+    block to exactly them)."""
+
+    manifest_version: str
+    adapter_id: str
+    version: str
+    implementation_revision: str
+    implementation_hash: str
+    manifest_hash: str
+    input_hash: str
+    output_hash: str
+    execution_isolation: str
+    capability_enforcement: str
+    execution_timeout_ms: int
+
+
 class AttestationBundle(TypedDict):
     """What a rulebook attestation attests: the engine, the rulebook, the facts' hash, the
     outcome, the runtime binding and (null in direct mode) the trusted adapter."""
@@ -73,7 +92,7 @@ class AttestationBundle(TypedDict):
     input_hash: str
     outcome: AttestationOutcome
     runtime_binding: RuntimeBinding
-    trusted_adapter: dict[str, object] | None
+    trusted_adapter: TrustedAdapter | None
 
 
 class AttestationSignature(TypedDict):
@@ -201,7 +220,7 @@ class LineageMembers(TypedDict):
     runtime_binding: RuntimeBinding
     rulebook_registry: NotRequired[dict[str, object]]
     rulebook_attestation: RulebookAttestation
-    trusted_adapter: NotRequired[dict[str, object]]
+    trusted_adapter: NotRequired[TrustedAdapter]
     adapter_facts: NotRequired[dict[str, object]]
 
 
@@ -261,7 +280,7 @@ class RecordMembers(UnsealedRecord):
     confidence_signature: NotRequired[str]
     audit_chain: NotRequired[AuditChainMember]
     audit_chain_signature: NotRequired[str]
-    release_arm: NotRequired[dict[str, object]]  # decide by reference (gate.protocol.release_arm)
+    release_arm: NotRequired[ReleaseArm]  # decide by reference
     release_arm_signature: NotRequired[str]
 
 
@@ -295,7 +314,7 @@ class RulebookRecordInputs:
     schema_url: str
     schema_hash: str
     context: Mapping[str, Any] | None = None
-    trusted_adapter: Mapping[str, Any] | None = None
+    trusted_adapter: TrustedAdapter | None = None
     adapter_facts: Mapping[str, Any] | None = None
     engine: str = ENGINE
     stored_attestation: Mapping[str, Any] | None = None
