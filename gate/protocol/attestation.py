@@ -34,7 +34,7 @@ Ed25519 over the UTF-8 bytes of that hex text (base64url, no padding) or null wh
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 from gate.keys.signing import Ed25519Key, b64url_decode, b64url_encode, ed25519_verify
 from gate.protocol.canonical import clone, sha256_hex
@@ -42,6 +42,7 @@ from gate.protocol.types import (
     AttestationBundle,
     AttestationOutcome,
     AttestationSignature,
+    RegistryEntry,
     RulebookAttestation,
     RulebookReference,
     RuntimeBinding,
@@ -184,22 +185,6 @@ def build_rulebook_attestation(bundle: AttestationBundle, key: Ed25519Key | None
 
 
 # --------------------------------------------------------------------------- registry
-
-
-class RegistryEntry(TypedDict):
-    """An unsigned registry snapshot entry, in the order `registry_entry` writes it."""
-
-    rulebook_registry_version: str
-    schema_version: str
-    rulebook_id: str
-    version: str
-    hash: str
-    evaluator_version: str
-    hash_algorithm: str
-    canonicalization: str
-    scope_hash: str
-    registered_at: str
-    trusted_adapter_dependency: NotRequired[dict[str, str]]  # {adapter_id, version, manifest_hash}
 
 
 def registry_entry(

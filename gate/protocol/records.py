@@ -54,6 +54,7 @@ from gate.protocol.types import (
     RulebookRecordInputs,
     RulebookReference,
     RuntimeBinding,
+    SignedRegistryEntry,
     TrustedAdapter,
     UnsealedRecord,
 )
@@ -692,7 +693,7 @@ class _NeedsInputMembers(TypedDict, total=False):
 class _RegistryMember(TypedDict, total=False):
     """`rulebook_registry`, when the caller gives a registry entry."""
 
-    rulebook_registry: dict[str, object]
+    rulebook_registry: SignedRegistryEntry
 
 
 class _AdapterMembers(TypedDict, total=False):

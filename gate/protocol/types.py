@@ -34,6 +34,40 @@ class SnapshotLineage(TypedDict):
     registered_at: str
 
 
+class RegistryEntry(TypedDict):
+    """An unsigned registry snapshot entry, in the order `gate.protocol.attestation.registry_entry` writes it."""
+
+    rulebook_registry_version: str
+    schema_version: str
+    rulebook_id: str
+    version: str
+    hash: str
+    evaluator_version: str
+    hash_algorithm: str
+    canonicalization: str
+    scope_hash: str
+    registered_at: str
+    trusted_adapter_dependency: NotRequired[dict[str, str]]  # {adapter_id, version, manifest_hash}
+
+
+class RegistryAttestation(TypedDict):
+    """An entry's `registry_attestation`: the hash of the entry without it, signed or not."""
+
+    registry_attestation_version: str
+    status: str
+    attestation_hash: str
+    key_id: str | None
+    signature_algorithm: str
+    signature: str | None
+
+
+class SignedRegistryEntry(RegistryEntry):
+    """A registry entry with its attestation (`sign_registry_entry`): the record's `rulebook_registry`
+    as the gate writes it, and the snapshot's stored entry."""
+
+    registry_attestation: RegistryAttestation
+
+
 class RuntimeBinding(TypedDict):
     """`runtime_binding`: what decided. `adapter_authority` only in adapter mode."""
 
@@ -212,13 +246,13 @@ class OutcomeMembers(TypedDict):
 
 class LineageMembers(TypedDict):
     """The rulebook, its contract, the runtime binding, the registry entry, the attestation and
-    (adapter mode) the adapter lineage. The registry entry and the adapter's members are carried
-    through as the caller gives them."""
+    (adapter mode) the adapter lineage. The registry entry and the adapter's members are copied
+    as the caller gives them; the adapter's facts are the adapter's own JSON."""
 
     rulebook: RulebookReference
     rulebook_contract: RulebookContract
     runtime_binding: RuntimeBinding
-    rulebook_registry: NotRequired[dict[str, object]]
+    rulebook_registry: NotRequired[SignedRegistryEntry]
     rulebook_attestation: RulebookAttestation
     trusted_adapter: NotRequired[TrustedAdapter]
     adapter_facts: NotRequired[dict[str, object]]
@@ -264,8 +298,8 @@ class RecordMembers(UnsealedRecord):
 
     Required members are those `build_rulebook_record` always writes; the others appear when
     they apply (needs_input fields, idempotency key, adapter lineage, receipt signature) or are
-    added after sealing (confidence, audit chain, release arm). Nested objects the record only
-    carries through (attestations, registry entry, adapter lineage) stay JSON objects.
+    added after sealing (confidence, audit chain, release arm). The adapter's facts, which the
+    record only carries through, stay a JSON object.
     """
 
     record_hash: str
