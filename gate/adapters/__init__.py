@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from gate import vocabulary as C
 from gate.adapters.executor import WorkerPool
@@ -39,6 +39,7 @@ from gate.adapters.manifest import (
 )
 from gate.adapters.manifest import (
     AdapterDefinitionError,
+    AdapterManifest,
     RegisteredAdapter,
     adapter_from_source,
     schema_errors,
@@ -46,6 +47,10 @@ from gate.adapters.manifest import (
 from gate.errors import GateError
 from gate.protocol.canonical import CanonicalJSONError, clone, sha256_hex
 from gate.protocol.fact_limits import check_facts
+from gate.protocol.types import TrustedAdapter
+
+if TYPE_CHECKING:
+    from gate.adapters.worker import Job, WorkerMessage
 
 __all__ = [
     "BUILTIN_DIR",
@@ -93,13 +98,30 @@ def validate_invocation(adapter: dict[str, Any]) -> None:
                         errors=errors)
 
 
+class AdapterExecution(TypedDict):
+    """How a published adapter runs (the execution contract; not hashed)."""
+
+    execution_isolation: str
+    capability_enforcement: str
+    execution_timeout_ms: int
+    memory_limit_mb: int | None
+
+
+class PublishedManifest(AdapterManifest):
+    """A manifest as the public adapter registry lists it: with its hash, origin and execution."""
+
+    manifest_hash: str
+    origin: str
+    execution: AdapterExecution
+
+
 @dataclass(frozen=True)
 class AdapterRun:
     """One completed adapter run: what the rulebook evaluates and what the record carries."""
 
     adapter: RegisteredAdapter
     facts: dict[str, Any]           # input plus derived output: the rulebook's facts
-    trusted_adapter: dict[str, Any]  # the record's `trusted_adapter` block
+    trusted_adapter: TrustedAdapter  # the record's `trusted_adapter` block
     adapter_facts: dict[str, Any]    # the record's `adapter_facts` (same content as `facts`)
     output: dict[str, Any]          # the adapter's derived facts alone
     duration_ms: float
@@ -173,21 +195,23 @@ class AdapterRegistry:
     # ------------------------------------------------------------------ public manifests
 
     @staticmethod
-    def published(adapter: RegisteredAdapter, pool: WorkerPool | None = None) -> dict[str, Any]:
+    def published(adapter: RegisteredAdapter, pool: WorkerPool | None = None) -> PublishedManifest:
         """A manifest as `GET /api/decision/adapters` lists it: the hashed manifest, its
         `manifest_hash`, where it comes from and the execution contract (not hashed)."""
-        entry: dict[str, Any] = clone(adapter.manifest)
-        entry["manifest_hash"] = adapter.manifest_hash
-        entry["origin"] = adapter.origin
-        entry["execution"] = {
-            "execution_isolation": C.ADAPTER_EXECUTION_ISOLATION,
-            "capability_enforcement": C.ADAPTER_CAPABILITY_ENFORCEMENT,
-            "execution_timeout_ms": C.ADAPTER_EXECUTION_TIMEOUT_MS,
-            "memory_limit_mb": pool.memory_mb if pool is not None else None,
+        manifest: AdapterManifest = clone(adapter.manifest)
+        return {
+            **manifest,
+            "manifest_hash": adapter.manifest_hash,
+            "origin": adapter.origin,
+            "execution": {
+                "execution_isolation": C.ADAPTER_EXECUTION_ISOLATION,
+                "capability_enforcement": C.ADAPTER_CAPABILITY_ENFORCEMENT,
+                "execution_timeout_ms": C.ADAPTER_EXECUTION_TIMEOUT_MS,
+                "memory_limit_mb": pool.memory_mb if pool is not None else None,
+            },
         }
-        return entry
 
-    def manifests(self) -> list[dict[str, Any]]:
+    def manifests(self) -> list[PublishedManifest]:
         """Every registered manifest with its hashes, sorted by id then version."""
         ordered = sorted(self._adapters.values(),
                          key=lambda a: (a.adapter_id, tuple(int(p) for p in a.version.split("."))))
@@ -223,7 +247,7 @@ class AdapterRegistry:
         detail = {"adapter_id": adapter.adapter_id, "version": adapter.version}
         payload = invocation["input"]
         input_hash = _checked_input(adapter, payload, detail)
-        job = {"module": adapter.module_name, "filename": adapter.filename, "source": adapter.source,
+        job: Job = {"module": adapter.module_name, "filename": adapter.filename, "source": adapter.source,
                "input": payload, "path": [p for p in sys.path if p]}
         message = self.pool.execute(job, **detail)
         output = _checked_output(adapter, message, detail)
@@ -238,7 +262,7 @@ class AdapterRegistry:
                           adapter_facts=clone(facts), output=output,
                           duration_ms=float(message.get("duration_ms") or 0.0))
 
-    def _trusted_adapter(self, adapter: RegisteredAdapter, input_hash: str, output_hash: str) -> dict[str, Any]:
+    def _trusted_adapter(self, adapter: RegisteredAdapter, input_hash: str, output_hash: str) -> TrustedAdapter:
         """The record's `trusted_adapter` block: which adapter ran, on what, with what result."""
         return {
             "manifest_version": adapter.manifest["manifest_version"],
@@ -271,7 +295,7 @@ def _checked_input(adapter: RegisteredAdapter, payload: Any, detail: dict[str, s
                                  "message": "not representable as canonical JSON"}], **detail) from None
 
 
-def _checked_output(adapter: RegisteredAdapter, message: dict[str, Any], detail: dict[str, str]) -> dict[str, Any]:
+def _checked_output(adapter: RegisteredAdapter, message: WorkerMessage, detail: dict[str, str]) -> dict[str, Any]:
     """The adapter's output from the worker's result, once no capability was refused, the run
     succeeded and the output matches the closed output schema."""
     denied = message.get("denied") or []

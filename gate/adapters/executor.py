@@ -34,10 +34,13 @@ import time
 import weakref
 from collections import deque
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, cast
 
 from gate.adapters.worker import DENIED_EXIT_STATUS
 from gate.errors import GateError
+
+if TYPE_CHECKING:
+    from gate.adapters.worker import Job, WorkerMessage
 
 WORKER_SCRIPT = str(Path(__file__).resolve().with_name("worker.py"))
 MAX_RESULT_BYTES = 1_048_576
@@ -250,7 +253,7 @@ class WorkerPool:
 
     # ------------------------------------------------------------------ one job
 
-    def execute(self, job: dict[str, Any], *, adapter_id: str, version: str) -> dict[str, Any]:
+    def execute(self, job: Job, *, adapter_id: str, version: str) -> WorkerMessage:
         """Run one job in a fresh worker; the worker's result message, or a GateError.
 
         504 `TRUSTED_ADAPTER_EXECUTION_TIMEOUT` past the budget (the worker is killed);
@@ -296,7 +299,7 @@ class WorkerPool:
         return output, status
 
 
-def _result_message(output: bytes, status: int, started: float, detail: dict[str, str]) -> dict[str, Any]:
+def _result_message(output: bytes, status: int, started: float, detail: dict[str, str]) -> WorkerMessage:
     """What a finished worker's output and exit status mean: a refusal, its one result line, or
     500 `TRUSTED_ADAPTER_OUTPUT_INVALID`; with the job's duration since `started`."""
     if status == DENIED_EXIT_STATUS:
@@ -317,4 +320,6 @@ def _result_message(output: bytes, status: int, started: float, detail: dict[str
         raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker's result is unreadable",
                         reason="unreadable_result", **detail)
     message["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
-    return message
+    # The worker's one result line, an object with `ok`: `_checked_output` reads each member it
+    # uses as the worker wrote it (the output against the adapter's schema).
+    return cast("WorkerMessage", message)

@@ -29,7 +29,7 @@ import ast
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError
@@ -115,7 +115,20 @@ def _check_schema(schema: Any, where: str) -> None:
     sha256_hex(schema)  # canonical-JSON safe (no NaN, no unsafe integers)
 
 
-def build_manifest(declared: dict[str, Any], implementation_hash: str) -> dict[str, Any]:
+class AdapterManifest(TypedDict):
+    """The hashed manifest (`manifest_hash` is over exactly these members, see the module doc)."""
+
+    manifest_version: str
+    adapter_id: str
+    version: str
+    description: str
+    implementation_revision: str
+    implementation_hash: str
+    input_schema: dict[str, Any]  # JSON Schemas as the adapter declares them (checked closed)
+    output_schema: dict[str, Any]
+
+
+def build_manifest(declared: dict[str, Any], implementation_hash: str) -> AdapterManifest:
     """The hashed manifest from the declared `MANIFEST` literal (validated)."""
     unknown = sorted(set(declared) - set(DECLARED_KEYS))
     if unknown:
@@ -184,7 +197,7 @@ def schema_errors(validator: Draft202012Validator, value: Any, prefix: str) -> l
 class RegisteredAdapter:
     """An adapter the gate can run: its source, manifest and hashes."""
 
-    manifest: dict[str, Any]
+    manifest: AdapterManifest
     manifest_hash: str
     source: str
     module_name: str
@@ -195,18 +208,15 @@ class RegisteredAdapter:
 
     @property
     def adapter_id(self) -> str:
-        adapter_id: str = self.manifest["adapter_id"]
-        return adapter_id
+        return self.manifest["adapter_id"]
 
     @property
     def version(self) -> str:
-        version: str = self.manifest["version"]
-        return version
+        return self.manifest["version"]
 
     @property
     def implementation_hash(self) -> str:
-        implementation_hash: str = self.manifest["implementation_hash"]
-        return implementation_hash
+        return self.manifest["implementation_hash"]
 
     def dependency(self) -> dict[str, str]:
         """What a rulebook snapshot pins: `{adapter_id, version, manifest_hash}`."""

@@ -49,10 +49,33 @@ import zoneinfo
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
+    from typing import Any, TypedDict
+
+    class Job(TypedDict):
+        """The one job line the gate sends (`gate.adapters.AdapterRegistry.run`)."""
+
+        module: str
+        filename: str
+        source: str
+        input: dict[str, Any]  # the caller's adapter input, as its schema admitted it
+        path: list[str]
+
+    class WorkerMessage(TypedDict, total=False):
+        """A line the worker writes: `{ready, pid}` at start-up, then one result (`ok` and
+        `output`, or `error` and the exception's `type`; `denied` in both); the gate adds
+        `duration_ms` (`gate.adapters.executor`)."""
+
+        ready: bool
+        pid: int
+        ok: bool
+        output: Any  # what the adapter's `run` returned, checked against its output schema by the gate
+        error: str
+        type: str
+        denied: list[str]
+        duration_ms: float
 
     AuditArgs = tuple[Any, ...]
-    Reply = Callable[[dict[str, Any]], None]
+    Reply = Callable[[WorkerMessage], None]
 
 DENIED_EXIT_STATUS = 86  # the worker's exit status after a refused capability (gate.adapters.executor)
 _WRITE_MODE_CHARS = frozenset("wax+")
@@ -98,7 +121,7 @@ def _directory(path: str) -> str:
     return path if path.endswith("/") else path + "/"
 
 
-def _read_roots(job: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+def _read_roots(job: Job) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """(directories any file of which may be read, directories whose .py/.pyc files may be read,
     the standard library's extension directories), computed from the job before any adapter
     code runs."""
@@ -242,7 +265,7 @@ def _replier(result_fd: int) -> Reply:
     binds what it calls before any adapter code runs."""
     dumps, write = json.dumps, os.write
 
-    def reply(message: dict[str, Any]) -> None:
+    def reply(message: WorkerMessage) -> None:
         data = (dumps(message, ensure_ascii=True, allow_nan=False, separators=(",", ":")) + "\n").encode()
         view = memoryview(data)
         while view:
@@ -251,11 +274,11 @@ def _replier(result_fd: int) -> Reply:
     return reply
 
 
-def _run_job(job: dict[str, Any], reply: Reply) -> None:
+def _run_job(job: Job, reply: Reply) -> None:
     """Compile the exact source the gate hashed as a fresh module, call `run(input)` and reply
     with its output or with what went wrong (never a partial output)."""
     output: Any
-    message: dict[str, Any] | None
+    message: WorkerMessage | None
     try:
         module = type(sys)(job["module"])
         module.__file__ = job["filename"]

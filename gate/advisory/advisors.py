@@ -74,7 +74,7 @@ class Advisor(Protocol):
 
     advisor_id: str
 
-    def identity(self, question: AdvisoryQuestion) -> dict[str, object]: ...
+    def identity(self, question: AdvisoryQuestion) -> dict[str, str]: ...
 
     def advise(self, question: AdvisoryQuestion) -> Vote: ...
 
@@ -88,9 +88,9 @@ class PatternRulebookAdvisor:
     def __init__(self, patterns: PatternRegistry) -> None:
         self.patterns = patterns
 
-    def identity(self, question: AdvisoryQuestion) -> dict[str, object]:
+    def identity(self, question: AdvisoryQuestion) -> dict[str, str]:
         pattern = question.pattern
-        identity: dict[str, object] = {"advisor_id": self.advisor_id, "kind": self.kind,
+        identity: dict[str, str] = {"advisor_id": self.advisor_id, "kind": self.kind,
                                     "evaluator_version": EVALUATOR_VERSION}
         if pattern is not None:
             identity.update(pattern_id=pattern.pattern_id, pattern_hash=pattern.body["pattern_hash"],

@@ -148,7 +148,7 @@ class HttpLLMAdvisor:
     def __repr__(self) -> str:  # SECURITY: the key never appears in a repr or a log line
         return f"HttpLLMAdvisor(provider={self.provider!r}, model={self.model!r})"
 
-    def identity(self, question: AdvisoryQuestion) -> dict[str, object]:
+    def identity(self, question: AdvisoryQuestion) -> dict[str, str]:
         return {"advisor_id": self.advisor_id, "kind": self.kind, "model": self.model, "provider": self.provider}
 
     def _payload(self, question: AdvisoryQuestion) -> bytes:

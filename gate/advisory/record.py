@@ -60,7 +60,7 @@ class PanelPolicy(TypedDict):
     advisory_version: str
     mode: str
     combining_rule: str
-    advisors: list[dict[str, object]]
+    advisors: list[dict[str, str]]  # each advisor's identity (`Advisor.identity`)
 
 
 class CombiningRule(TypedDict):
@@ -84,7 +84,7 @@ class AdvisoryBlock(TypedDict):
     runtime_context_hash: NotRequired[str]
 
 
-def panel_policy(mode: str, rule: str, identities: Sequence[Mapping[str, Any]]) -> PanelPolicy:
+def panel_policy(mode: str, rule: str, identities: Sequence[Mapping[str, str]]) -> PanelPolicy:
     """The advisory 'policy': what `policy_hash` is the hash of."""
     return {"advisory_version": ADVISORY_VERSION, "mode": mode, "combining_rule": rule,
             "advisors": [dict(identity) for identity in identities]}
@@ -100,13 +100,31 @@ def _evidence(votes: Sequence[Vote]) -> list[str]:
     return [item for item in items if item][:MAX_EVIDENCE_ITEMS]
 
 
-def _source(vote: Vote) -> dict[str, object]:
-    source: dict[str, object] = {"id": vote.advisor_id, "type": "advisor_vote", "kind": vote.kind,
+class AdvisorySource(TypedDict):
+    """One `evidence_manifest` source of an advisory record: a vote, with the pattern's rulebook
+    lineage when the offline advisor judged it, and the model of a model advisor."""
+
+    id: str
+    type: str
+    kind: str
+    decision: str
+    status: str
+    pattern_id: NotRequired[str]
+    rulebook_id: NotRequired[str]
+    rulebook_version: NotRequired[str]
+    rulebook_hash: NotRequired[str]
+    model: NotRequired[str]
+
+
+def _source(vote: Vote) -> AdvisorySource:
+    source: AdvisorySource = {"id": vote.advisor_id, "type": "advisor_vote", "kind": vote.kind,
                               "decision": vote.decision, "status": vote.status}
     lineage = vote.details.get("policy_pattern")
     if isinstance(lineage, Mapping):
-        source.update(pattern_id=lineage["pattern_id"], rulebook_id=lineage["rulebook_id"],
-                      rulebook_version=lineage["rulebook_version"], rulebook_hash=lineage["rulebook_hash"])
+        source["pattern_id"] = lineage["pattern_id"]
+        source["rulebook_id"] = lineage["rulebook_id"]
+        source["rulebook_version"] = lineage["rulebook_version"]
+        source["rulebook_hash"] = lineage["rulebook_hash"]
     if "model" in vote.details:
         source["model"] = vote.details["model"]
     return source
@@ -158,7 +176,7 @@ def _identifiers(decision_id: str, request_id: str, idempotency_key: str | None)
 
 
 def _evidence_and_policy(votes: Sequence[Vote], combined: Combined, context: Mapping[str, Any], *, mode: str,
-                         policy_id: str, policy_version: str, identities: Sequence[Mapping[str, Any]],
+                         policy_id: str, policy_version: str, identities: Sequence[Mapping[str, str]],
                          input_hash: str) -> dict[str, object]:
     """Evidence and its manifest, the action and its binding, and the panel as the policy."""
     evidence = _evidence(votes)
@@ -189,7 +207,7 @@ def build_advisory_record(
     pattern_id: str | None,
     policy_id: str,
     policy_version: str,
-    identities: Sequence[Mapping[str, Any]],
+    identities: Sequence[Mapping[str, str]],
     votes: Sequence[Vote],
     combined: Combined,
     receipt_signer: ReceiptSigner | None = None,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypedDict
 
 import jsonschema
 
@@ -79,6 +79,34 @@ def row_source_hash(row: Mapping[str, Any]) -> str:
     return sha256_hex({name: row[name] for name in _SOURCED_FIELDS})
 
 
+class Citation(TypedDict):
+    """What a check cites of a row: the vendor, region and plan, where the terms are from, when
+    they were last verified, and the row's source hash."""
+
+    vendor: str
+    region: str
+    plan: str
+    source_url: str
+    notes: str
+    last_verified: str  # ISO date
+    source_hash: str
+
+
+class VendorRowJSON(TypedDict):
+    """A row as it stands in the table file."""
+
+    vendor: str
+    vendor_name: str
+    category: str
+    region: str
+    plan: str
+    terms: dict[str, Any]  # the vendor's terms as the table states them
+    source_url: str
+    notes: str
+    last_verified: str  # ISO date
+    source_hash: str
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class VendorRow:
     vendor: str
@@ -92,7 +120,7 @@ class VendorRow:
     last_verified: date
     source_hash: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> VendorRowJSON:
         """The row as it stands in the table file."""
         return {
             "vendor": self.vendor, "vendor_name": self.vendor_name, "category": self.category,
@@ -101,7 +129,7 @@ class VendorRow:
             "last_verified": self.last_verified.isoformat(), "source_hash": self.source_hash,
         }
 
-    def source(self) -> dict[str, Any]:
+    def source(self) -> Citation:
         """The citation a check answers with."""
         return {
             "vendor": self.vendor, "region": self.region, "plan": self.plan,

@@ -34,7 +34,7 @@ Ed25519 over the UTF-8 bytes of that hex text (base64url, no padding) or null wh
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 from gate.keys.signing import Ed25519Key, b64url_decode, b64url_encode, ed25519_verify
 from gate.protocol.canonical import clone, sha256_hex
@@ -42,9 +42,11 @@ from gate.protocol.types import (
     AttestationBundle,
     AttestationOutcome,
     AttestationSignature,
+    RegistryEntry,
     RulebookAttestation,
     RulebookReference,
     RuntimeBinding,
+    TrustedAdapter,
 )
 from gate.vocabulary import (
     ATTESTATION_SIGNATURE_ALGORITHM,
@@ -135,7 +137,7 @@ def rulebook_attestation_bundle(
     facts_hash: str,
     outcome: AttestationOutcome,
     runtime_binding: RuntimeBinding,
-    trusted_adapter: dict[str, object] | None,
+    trusted_adapter: TrustedAdapter | None,
     engine: str = ENGINE,
     evaluator_version: str = EVALUATOR_VERSION,
 ) -> AttestationBundle:
@@ -185,22 +187,6 @@ def build_rulebook_attestation(bundle: AttestationBundle, key: Ed25519Key | None
 # --------------------------------------------------------------------------- registry
 
 
-class RegistryEntry(TypedDict):
-    """An unsigned registry snapshot entry, in the order `registry_entry` writes it."""
-
-    rulebook_registry_version: str
-    schema_version: str
-    rulebook_id: str
-    version: str
-    hash: str
-    evaluator_version: str
-    hash_algorithm: str
-    canonicalization: str
-    scope_hash: str
-    registered_at: str
-    trusted_adapter_dependency: NotRequired[dict[str, object]]
-
-
 def registry_entry(
     *,
     rulebook_id: str,
@@ -210,7 +196,7 @@ def registry_entry(
     registered_at: str,
     schema_version: str = RULEBOOK_SCHEMA_VERSION,
     evaluator_version: str = EVALUATOR_VERSION,
-    adapter_dependency: Mapping[str, object] | None = None,
+    adapter_dependency: Mapping[str, str] | None = None,
 ) -> RegistryEntry:
     """An unsigned registry snapshot entry (no `registry_attestation` yet).
 
@@ -240,7 +226,7 @@ def registry_attestation_hash(entry: Mapping[str, object]) -> str:
     return sha256_hex({k: v for k, v in entry.items() if k != "registry_attestation"})
 
 
-def sign_registry_entry(entry: Mapping[str, object], key: Ed25519Key | None) -> dict[str, object]:
+def sign_registry_entry(entry: RegistryEntry, key: Ed25519Key | None) -> dict[str, object]:
     """A copy of `entry` with its `registry_attestation` (signed when `key` is given).
 
     Any `registry_attestation` already on `entry` is replaced (it is excluded from the hash).

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, cast
 
 import orjson
 
@@ -38,7 +38,7 @@ from gate.keys.signing import ReceiptSigner
 from gate.protocol.canonical import CanonicalRuns, canonical_runs, canonical_text, canonical_with
 from gate.protocol.confidence import DecisionConfidence, confidence_signature_payload
 from gate.protocol.records import audit_chain_signature_payload
-from gate.protocol.release_arm import release_arm_hash, release_arm_signature_payload
+from gate.protocol.release_arm import ArmBlock, ReleaseArm, release_arm_hash, release_arm_signature_payload
 from gate.protocol.types import AuditChainMember
 from gate.vocabulary import Verdict
 
@@ -85,7 +85,7 @@ PART_MEMBERS = frozenset((*RELEASE_ARM_MEMBERS, *CONFIDENCE_MEMBERS, *AUDIT_CHAI
 class ReleaseArmPart(TypedDict):
     """The release arm's members: the block and, with a signer, its signature."""
 
-    release_arm: dict[str, object]
+    release_arm: ReleaseArm
     release_arm_signature: NotRequired[str]
 
 
@@ -104,11 +104,13 @@ class AuditChainPart(TypedDict):
     audit_chain_signature: NotRequired[str]
 
 
-def release_arm_part(decision_id: Any, block: Mapping[str, object],
+def release_arm_part(decision_id: Any, block: ArmBlock,
                      receipt_signer: ReceiptSigner | None) -> ReleaseArmPart:
     """`release_arm` (its None members dropped, `release_arm_hash` added) and, with a signer,
     `release_arm_signature` over canon({decision_id, key_id, release_arm_hash})."""
-    member = {k: v for k, v in block.items() if v is not None}
+    # The block's members but the None ones (only `subject_hash` may be None), in its order, and
+    # the hash written next: exactly ReleaseArm's members.
+    member = cast(ReleaseArm, {k: v for k, v in block.items() if v is not None})
     arm_hash = release_arm_hash(member)
     member["release_arm_hash"] = arm_hash
     part: ReleaseArmPart = {"release_arm": member}
@@ -239,7 +241,7 @@ class DecisionRecord(Mapping[str, Any]):
         policy_bundle_hash: str | None = self.get("policy_bundle_hash")
         return policy_bundle_hash
 
-    def with_release_arm(self, block: Mapping[str, object], receipt_signer: ReceiptSigner | None) -> DecisionRecord:
+    def with_release_arm(self, block: ArmBlock, receipt_signer: ReceiptSigner | None) -> DecisionRecord:
         return self._with(release_arm_part(self.decision_id, block, receipt_signer))
 
     def with_confidence(self, block: DecisionConfidence, receipt_signer: ReceiptSigner | None) -> DecisionRecord:

@@ -54,6 +54,8 @@ from gate.protocol.types import (
     RulebookRecordInputs,
     RulebookReference,
     RuntimeBinding,
+    SignedRegistryEntry,
+    TrustedAdapter,
     UnsealedRecord,
 )
 from gate.vocabulary import (
@@ -670,7 +672,7 @@ def _rulebook_attestation(inputs: RulebookRecordInputs, rulebook_ref: RulebookRe
         facts_hash=sha256_hex(dict(inputs.facts)),
         outcome=outcome,
         runtime_binding=runtime_binding,
-        trusted_adapter=dict(inputs.trusted_adapter) if inputs.trusted_adapter else None,
+        trusted_adapter=inputs.trusted_adapter if inputs.trusted_adapter else None,
         engine=inputs.engine,
     )
     attestation = build_rulebook_attestation(bundle, attestation_key)
@@ -691,13 +693,13 @@ class _NeedsInputMembers(TypedDict, total=False):
 class _RegistryMember(TypedDict, total=False):
     """`rulebook_registry`, when the caller gives a registry entry."""
 
-    rulebook_registry: dict[str, object]
+    rulebook_registry: SignedRegistryEntry
 
 
 class _AdapterMembers(TypedDict, total=False):
     """`trusted_adapter` and `adapter_facts`, each when the caller gives it (adapter mode)."""
 
-    trusted_adapter: dict[str, object]
+    trusted_adapter: TrustedAdapter
     adapter_facts: dict[str, object]
 
 
@@ -738,7 +740,7 @@ def _lineage_members(inputs: RulebookRecordInputs, rulebook_ref: RulebookReferen
         registry["rulebook_registry"] = clone(dict(inputs.rulebook_registry))
     adapter: _AdapterMembers = {}
     if inputs.trusted_adapter:
-        adapter["trusted_adapter"] = clone(dict(inputs.trusted_adapter))
+        adapter["trusted_adapter"] = clone(inputs.trusted_adapter)
     if inputs.adapter_facts:
         adapter["adapter_facts"] = clone(dict(inputs.adapter_facts))
     return {

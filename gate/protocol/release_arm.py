@@ -10,9 +10,33 @@ its own: `release_arm_signature` over canon({decision_id, key_id, release_arm_ha
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from gate.protocol.canonical import canonical_bytes, sha256_hex
+
+
+class ArmBlock(TypedDict):
+    """What a decide by reference observed (`gate.services.release_routing`): the version that
+    decided, and why (`subject_hash` None when no canary ran)."""
+
+    release_arm_version: str
+    rulebook_id: str
+    version: str
+    arm: str
+    release_seq: int
+    subject_hash: str | None
+
+
+class ReleaseArm(TypedDict):
+    """The record's `release_arm` member: the `ArmBlock` without its None members, and its hash."""
+
+    release_arm_version: str
+    rulebook_id: str
+    version: str
+    arm: str
+    release_seq: int
+    subject_hash: NotRequired[str]
+    release_arm_hash: str
 
 
 def release_arm_hash(block: Mapping[str, Any]) -> str:

@@ -16,6 +16,7 @@ from typing import Any, NotRequired, TypedDict
 
 from gate.protocol.confidence import DecisionConfidence
 from gate.protocol.evaluation import Evaluation, EvaluationTrace
+from gate.protocol.release_arm import ReleaseArm
 from gate.vocabulary import ENGINE, CompactVerdict, Verdict
 
 
@@ -31,6 +32,40 @@ class SnapshotLineage(TypedDict):
     evaluator_version: str
     schema_hash: str
     registered_at: str
+
+
+class RegistryEntry(TypedDict):
+    """An unsigned registry snapshot entry, in the order `gate.protocol.attestation.registry_entry` writes it."""
+
+    rulebook_registry_version: str
+    schema_version: str
+    rulebook_id: str
+    version: str
+    hash: str
+    evaluator_version: str
+    hash_algorithm: str
+    canonicalization: str
+    scope_hash: str
+    registered_at: str
+    trusted_adapter_dependency: NotRequired[dict[str, str]]  # {adapter_id, version, manifest_hash}
+
+
+class RegistryAttestation(TypedDict):
+    """An entry's `registry_attestation`: the hash of the entry without it, signed or not."""
+
+    registry_attestation_version: str
+    status: str
+    attestation_hash: str
+    key_id: str | None
+    signature_algorithm: str
+    signature: str | None
+
+
+class SignedRegistryEntry(RegistryEntry):
+    """A registry entry with its attestation (`sign_registry_entry`): the record's `rulebook_registry`
+    as the gate writes it, and the snapshot's stored entry."""
+
+    registry_attestation: RegistryAttestation
 
 
 class RuntimeBinding(TypedDict):
@@ -63,6 +98,24 @@ class AttestationOutcome(TypedDict):
     matched_rule_id: str | None
 
 
+class TrustedAdapter(TypedDict):
+    """`trusted_adapter`: which adapter ran, on what, with what result (reference facts §3: these
+    eleven members, written by `gate.adapters.AdapterRegistry.run`; the verifier holds a record's
+    block to exactly them)."""
+
+    manifest_version: str
+    adapter_id: str
+    version: str
+    implementation_revision: str
+    implementation_hash: str
+    manifest_hash: str
+    input_hash: str
+    output_hash: str
+    execution_isolation: str
+    capability_enforcement: str
+    execution_timeout_ms: int
+
+
 class AttestationBundle(TypedDict):
     """What a rulebook attestation attests: the engine, the rulebook, the facts' hash, the
     outcome, the runtime binding and (null in direct mode) the trusted adapter."""
@@ -73,7 +126,7 @@ class AttestationBundle(TypedDict):
     input_hash: str
     outcome: AttestationOutcome
     runtime_binding: RuntimeBinding
-    trusted_adapter: dict[str, object] | None
+    trusted_adapter: TrustedAdapter | None
 
 
 class AttestationSignature(TypedDict):
@@ -193,15 +246,15 @@ class OutcomeMembers(TypedDict):
 
 class LineageMembers(TypedDict):
     """The rulebook, its contract, the runtime binding, the registry entry, the attestation and
-    (adapter mode) the adapter lineage. The registry entry and the adapter's members are carried
-    through as the caller gives them."""
+    (adapter mode) the adapter lineage. The registry entry and the adapter's members are copied
+    as the caller gives them; the adapter's facts are the adapter's own JSON."""
 
     rulebook: RulebookReference
     rulebook_contract: RulebookContract
     runtime_binding: RuntimeBinding
-    rulebook_registry: NotRequired[dict[str, object]]
+    rulebook_registry: NotRequired[SignedRegistryEntry]
     rulebook_attestation: RulebookAttestation
-    trusted_adapter: NotRequired[dict[str, object]]
+    trusted_adapter: NotRequired[TrustedAdapter]
     adapter_facts: NotRequired[dict[str, object]]
 
 
@@ -245,8 +298,8 @@ class RecordMembers(UnsealedRecord):
 
     Required members are those `build_rulebook_record` always writes; the others appear when
     they apply (needs_input fields, idempotency key, adapter lineage, receipt signature) or are
-    added after sealing (confidence, audit chain, release arm). Nested objects the record only
-    carries through (attestations, registry entry, adapter lineage) stay JSON objects.
+    added after sealing (confidence, audit chain, release arm). The adapter's facts, which the
+    record only carries through, stay a JSON object.
     """
 
     record_hash: str
@@ -261,7 +314,7 @@ class RecordMembers(UnsealedRecord):
     confidence_signature: NotRequired[str]
     audit_chain: NotRequired[AuditChainMember]
     audit_chain_signature: NotRequired[str]
-    release_arm: NotRequired[dict[str, object]]  # decide by reference (gate.protocol.release_arm)
+    release_arm: NotRequired[ReleaseArm]  # decide by reference
     release_arm_signature: NotRequired[str]
 
 
@@ -295,7 +348,7 @@ class RulebookRecordInputs:
     schema_url: str
     schema_hash: str
     context: Mapping[str, Any] | None = None
-    trusted_adapter: Mapping[str, Any] | None = None
+    trusted_adapter: TrustedAdapter | None = None
     adapter_facts: Mapping[str, Any] | None = None
     engine: str = ENGINE
     stored_attestation: Mapping[str, Any] | None = None

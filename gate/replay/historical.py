@@ -33,9 +33,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NotRequired, Protocol, TypedDict
+from typing import Any, NotRequired, Protocol, TypedDict, cast
 
 from gate import vocabulary as C
+from gate.adapters import AdapterRun
 from gate.errors import GateError
 from gate.protocol.canonical import clone, sha256_bytes_hex, sha256_hex
 from gate.protocol.fact_limits import check_facts
@@ -45,7 +46,13 @@ from gate.protocol.requests import (
     forbidden_output_fields,
     prepare_decision_request,
 )
-from gate.protocol.types import RecordMembers, SnapshotLineage
+from gate.protocol.types import (
+    RecordMembers,
+    RulebookReference,
+    SignedRegistryEntry,
+    SnapshotLineage,
+    TrustedAdapter,
+)
 from gate.rulebook import get_evaluator
 from gate.rulebook.budget import check_evaluation_cost
 
@@ -74,15 +81,15 @@ _BODY_HASHES: dict[int, tuple[object, str]] = {}  # snapshot object id -> (snaps
 class AdapterRunner(Protocol):
     """What replay needs of the adapter registry (`gate.adapters.AdapterRegistry`)."""
 
-    def run(self, invocation: dict[str, object]) -> Any: ...  # -> AdapterRun(.facts, .trusted_adapter, .adapter_facts)
+    def run(self, invocation: dict[str, object]) -> AdapterRun: ...
 
 
 class Snapshot(SnapshotLineage):
     """A bound rulebook snapshot as the ledger (or a corpus fixture) holds it, its body and
     registry entry parsed (the ledger's `SnapshotRow` holds them as text)."""
 
-    body: dict[str, object]
-    registry: dict[str, object]
+    body: dict[str, object]  # the rulebook document as stored (validated again before it is evaluated)
+    registry: SignedRegistryEntry | None  # None: a candidate, registered nowhere (gate.replay.migration_check)
 
 
 def snapshot_from_row(row: Mapping[str, Any]) -> Snapshot:
@@ -137,6 +144,39 @@ class Drift(TypedDict):
     replayed: object
 
 
+class AdapterSummary(TypedDict):
+    """Which adapter lineage a replay ran: the re-run adapter's identity and hashes."""
+
+    adapter_id: str
+    version: str
+    implementation_hash: str
+    manifest_hash: str
+    output_hash: str
+
+
+class SnapshotAgainst(TypedDict):
+    """`replay_against` of a rulebook replay: the snapshot's rulebook, this gate's evaluator, and
+    the adapter lineage the replay ran (None in direct mode)."""
+
+    kind: str
+    rulebook: RulebookReference
+    evaluator_version: str
+    registered_at: str
+    trusted_adapter: AdapterSummary | None
+
+
+class PanelAgainst(TypedDict):
+    """`replay_against` of an advisory replay (`gate.advisory.replay`): the panel that answered now."""
+
+    kind: str
+    advisors: list[dict[str, str]]  # each advisor's identity
+    policy_id: str
+    policy_version: str
+    policy_hash: str
+    rulebook: None
+    trusted_adapter: None
+
+
 class ReplaySummary(TypedDict):
     """A replay's summary body (without `ok`): what was compared, the drift, and the replayed
     record in the requested view. `replay_against` says what it was replayed against (a rulebook
@@ -144,7 +184,7 @@ class ReplaySummary(TypedDict):
 
     decision_id: str
     replay_mode: str
-    replay_against: dict[str, object]
+    replay_against: SnapshotAgainst | PanelAgainst
     input_source: str
     compared_fields: list[str]
     compared: dict[str, ComparedField]
@@ -254,18 +294,20 @@ def stored_request(material: StoredMaterial) -> PreparedRequest:
         raise input_unavailable("the stored canonical input cannot be prepared for replay") from exc
 
 
-def _rulebook_ref(record: Mapping[str, Any]) -> dict[str, object]:
+def _rulebook_ref(record: Mapping[str, Any]) -> RulebookReference:
     ref = record.get("rulebook")
     if not isinstance(ref, dict) or not all(isinstance(ref.get(k), str) for k in ("id", "version", "hash")):
         raise lineage_unavailable("rulebook", "this decision carries no rulebook lineage; only rulebook "
                                   "decisions can be replayed")
-    return ref
+    # A stored record's `rulebook` member (the builder's RulebookReference), its id, version and
+    # hash just checked to be text.
+    return cast(RulebookReference, ref)
 
 
 # --------------------------------------------------------------------------- adapters
 
 
-def run_adapter(adapters: AdapterRunner | None, invocation: dict[str, object]) -> Any:
+def run_adapter(adapters: AdapterRunner | None, invocation: dict[str, object]) -> AdapterRun:
     """Re-run the pinned invocation; registry refusals become lineage errors (409)."""
     if adapters is None or not hasattr(adapters, "run"):
         raise lineage_unavailable("adapter", "no trusted adapter registry is available for this replay",
@@ -286,7 +328,7 @@ def run_adapter(adapters: AdapterRunner | None, invocation: dict[str, object]) -
         raise
 
 
-def check_adapter_lineage(stored: Any, replayed: Mapping[str, Any]) -> None:
+def check_adapter_lineage(stored: Any, replayed: TrustedAdapter) -> None:
     """409 `REPLAY_LINEAGE_MISMATCH` unless the re-run adapter has the stored implementation,
     manifest and output hashes (the adapter is re-run; its output is compared, never trusted)."""
     stored = stored if isinstance(stored, dict) else {}
@@ -302,8 +344,8 @@ def check_adapter_lineage(stored: Any, replayed: Mapping[str, Any]) -> None:
 
 def rebuild_record(
     record: Mapping[str, Any], prepared: PreparedRequest, *, rulebook: dict[str, object], rulebook_hash: str,
-    facts: dict[str, object], registry: Mapping[str, Any] | None, schema_url: str, schema_hash: str,
-    engine: str, input_hash: str, adapter_run: Any = None,
+    facts: dict[str, object], registry: SignedRegistryEntry | None, schema_url: str, schema_hash: str,
+    engine: str, input_hash: str, adapter_run: AdapterRun | None = None,
 ) -> RecordMembers:
     """The record these inputs give, with the stored record's identity (id, request id,
     idempotency key, time), so that only a changed outcome or lineage changes its hashes.
@@ -412,7 +454,7 @@ class _ReplayFacts:
     prepared: PreparedRequest
     facts: dict[str, object]
     input_hash: str
-    adapter_run: Any = None
+    adapter_run: AdapterRun | None = None
 
 
 def _replay_facts(material: StoredMaterial, request: ReplayRequest, prepared: PreparedRequest,
@@ -461,7 +503,7 @@ def replay(
 
 
 def replay_summary(record: Mapping[str, Any], replayed: Mapping[str, Any], request: ReplayRequest, mode: str,
-                   against: dict[str, object]) -> ReplaySummary:
+                   against: SnapshotAgainst | PanelAgainst) -> ReplaySummary:
     """The summary body shared by every kind of replay: what was compared, the drift, and the
     replayed record in the requested view (simulation only: never signed, stored or chained)."""
     compared, drift = compare(record, replayed)
@@ -491,12 +533,13 @@ def compare(stored: Mapping[str, Any], replayed: Mapping[str, Any]) -> tuple[dic
     return compared, drift
 
 
-def _adapter_summary(run: Any) -> dict[str, object] | None:
+def _adapter_summary(run: AdapterRun | None) -> AdapterSummary | None:
     if run is None:
         return None
     block = run.trusted_adapter
-    return {name: block.get(name) for name in ("adapter_id", "version", "implementation_hash", "manifest_hash",
-                                               "output_hash")}
+    return {"adapter_id": block["adapter_id"], "version": block["version"],
+            "implementation_hash": block["implementation_hash"], "manifest_hash": block["manifest_hash"],
+            "output_hash": block["output_hash"]}
 
 
 def _as_direct(prepared: PreparedRequest) -> PreparedRequest:

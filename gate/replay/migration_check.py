@@ -115,7 +115,7 @@ def _candidate(manifest: dict[str, Any], fixtures: list[Fixture], rulebook: obje
         return None, [f"the candidate rulebook is invalid: {exc.message}"]
     return Snapshot(rulebook_id=to["rulebook_id"], version=to["version"], rulebook_hash=to["rulebook_hash"],
                     evaluator_version=C.EVALUATOR_VERSION, schema_hash="", registered_at="candidate",
-                    body=rulebook, registry={}), []
+                    body=rulebook, registry=None), []
 
 
 def _approval_problems(manifest: dict[str, Any], drifting: bool) -> list[str]:

@@ -266,7 +266,7 @@ def _patched_scenarios(base: dict[str, object], scenarios: list[Scenario],
 
 
 def _diff(record: Mapping[str, Any], stored: Mapping[str, Any], outcome: AttestationOutcome,
-          binding: Mapping[str, Any]) -> list[ScenarioChange]:
+          binding: Mapping[str, str]) -> list[ScenarioChange]:
     """The outcome fields and the action binding that differ from the stored decision."""
     diff: list[ScenarioChange] = [{"field": name, "stored": stored[name], "scenario": outcome.get(name)}
                                   for name in OUTCOME_FIELDS if stored[name] != outcome.get(name)]

@@ -16,6 +16,7 @@ from gate.errors import GateError
 from gate.ledger import StoredSnapshot
 from gate.ledger.releases import ReleaseDecisionRow, ShadowColumns
 from gate.protocol.canonical import sha256_hex
+from gate.protocol.release_arm import ArmBlock
 from gate.releases.model import Version, in_canary, subject_value
 from gate.rulebook import get_evaluator
 from gate.rulebook.budget import check_evaluation_cost
@@ -33,17 +34,6 @@ class Routed:
     rulebook_id: str
     version: str
     arm: str  # active | canary | pinned
-    release_seq: int
-    subject_hash: str | None
-
-
-class ArmBlock(TypedDict):
-    """The record's `release_arm` member of a decide by reference: the version that decided, and why."""
-
-    release_arm_version: str
-    rulebook_id: str
-    version: str
-    arm: str
     release_seq: int
     subject_hash: str | None
 

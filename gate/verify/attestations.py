@@ -17,8 +17,9 @@ from gate.protocol.attestation import (
     verify_hash_text_signature,
 )
 from gate.protocol.canonical import sha256_hex
+from gate.protocol.types import TrustedAdapter
 from gate.verify.checks import _canon_equal, digest_check
-from gate.verify.result import NOTHING_CHECKED, CheckResult, CheckValue
+from gate.verify.result import NOTHING_CHECKED, CheckName, CheckResult, CheckValue
 from gate.vocabulary import (
     ADAPTER_AUTHORITY,
     ATTESTATION_SIGNATURE_ALGORITHM,
@@ -32,7 +33,7 @@ from gate.vocabulary import (
 
 # --------------------------------------------------------------------------- rulebook attestation
 
-_ATTESTATION_CHECKS = ("rulebook_attestation_bundle_hash", "rulebook_attestation_consistency",
+_ATTESTATION_CHECKS: tuple[CheckName, ...] = ("rulebook_attestation_bundle_hash", "rulebook_attestation_consistency",
                        "rulebook_attestation_signature", "policy_bundle_hash")
 
 
@@ -115,7 +116,7 @@ def _check_signed_attestation(signature: Mapping[str, Any], digest: Any, anchors
     embedded_raw = _safe(raw_public_key_from_pem, embedded_pem) if isinstance(embedded_pem, str) else None
     key = anchors.select_ed25519(signature.get("key_id"), embedded_fp)
     if key is None:
-        diagnostic: dict[str, CheckValue] = {}
+        diagnostic: dict[CheckName, CheckValue] = {}
         if embedded_raw is not None:
             diagnostic["rulebook_attestation_signature_matches_untrusted_key"] = verify_hash_text_signature(
                 digest, signature.get("signature"), embedded_raw)
@@ -200,11 +201,7 @@ def _check_registry_attestation_signature(attestation: Mapping[str, Any], digest
 # --------------------------------------------------------------------------- trusted adapter
 
 
-TRUSTED_ADAPTER_MEMBERS = frozenset({
-    "manifest_version", "adapter_id", "version", "implementation_revision", "implementation_hash",
-    "manifest_hash", "input_hash", "output_hash", "execution_isolation", "capability_enforcement",
-    "execution_timeout_ms",
-})
+TRUSTED_ADAPTER_MEMBERS: frozenset[str] = TrustedAdapter.__required_keys__  # the eleven of reference facts §3
 _HASH_MEMBERS = ("implementation_hash", "manifest_hash", "input_hash", "output_hash")
 
 

@@ -13,7 +13,7 @@ from gate.chain.links import leaf_hash as chain_leaf_hash
 from gate.keys.detached import _digest_equal, _safe
 from gate.protocol.canonical import CanonicalJSONError, canonical_bytes
 from gate.protocol.records import decision_urls
-from gate.verify.result import CheckResult, CheckValue
+from gate.verify.result import CheckName, CheckResult, CheckValue
 from gate.vocabulary import CANONICALIZATION, CHAIN_ENTRY_TYPE_DECISION, HASH_ALGORITHM
 
 # --------------------------------------------------------------------------- helpers
@@ -27,7 +27,7 @@ def _canon_equal(a: Any, b: Any) -> bool:
         return False
 
 
-def digest_check(name: str, expected: Any, actual: Any) -> CheckResult:
+def digest_check(name: CheckName, expected: Any, actual: Any) -> CheckResult:
     """The check `name`: a recomputed digest equal to the stated one, with both reported."""
     return CheckResult(checks={name: _digest_equal(expected, actual)},
                        expected={name: expected}, actual={name: actual})

@@ -44,6 +44,7 @@ from gate.verify.result import (
     DIAGNOSTIC_CHECKS,
     INTEGRITY_CHECKS,
     NOTHING_CHECKED,
+    CheckName,
     CheckResult,
     CheckValue,
     VerificationResult,
@@ -207,7 +208,7 @@ def _record_checks(record: Mapping[str, Any], kind: str, hashes: RecomputedHashe
 
 def _conclude(record: Mapping[str, Any], kind: str, found: CheckResult, key_source: str | None) -> VerificationResult:
     """The verdicts over all checks: integrity, authenticity, and the failed checks by name."""
-    checks: dict[str, CheckValue] = dict.fromkeys((*INTEGRITY_CHECKS, *AUTHENTICITY_CHECKS, *DIAGNOSTIC_CHECKS))
+    checks: dict[CheckName, CheckValue] = dict.fromkeys((*INTEGRITY_CHECKS, *AUTHENTICITY_CHECKS, *DIAGNOSTIC_CHECKS))
     checks.update(found.checks)
     failed = tuple(sorted(n for n, v in checks.items() if v is False and n not in DIAGNOSTIC_CHECKS))
     integrity_valid = (

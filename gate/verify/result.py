@@ -5,12 +5,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from gate.vocabulary import VERIFICATION_RESULT_VERSION
 
+IntegrityCheck = Literal[
+    "record_members", "record_hash", "receipt_hash", "input_hash", "output_hash", "compact_verdict",
+    "integrity_block", "urls", "policy_consistency", "policy_bundle_hash", "rulebook_attestation_bundle_hash",
+    "rulebook_attestation_consistency", "rulebook_attestation_input_hash", "rulebook_registry_consistency",
+    "registry_attestation_hash", "trusted_adapter_lineage", "confidence_hash", "release_arm_hash", "audit_chain",
+]
+AuthenticityCheck = Literal[
+    "receipt_signature", "audit_chain_signature", "confidence_signature", "release_arm_signature",
+    "receipt_public_key_fingerprint", "rulebook_attestation_signature", "registry_attestation_signature",
+]
+DiagnosticCheck = Literal["signature_matches_untrusted_key", "rulebook_attestation_signature_matches_untrusted_key"]
+CheckName = IntegrityCheck | AuthenticityCheck | DiagnosticCheck
+"""The name of one check of `verify_record`: every name is always present in its `checks`."""
+Compared = CheckName | Literal["adapter_facts_hash"]
+"""A name in `expected` / `actual`: a check's, or `adapter_facts_hash` (the lineage check's facts hash)."""
+
 # Check names, by what they establish. Every name is always present in `checks`.
-INTEGRITY_CHECKS = (
+INTEGRITY_CHECKS: tuple[IntegrityCheck, ...] = (
     "record_members",
     "record_hash",
     "receipt_hash",
@@ -31,7 +47,7 @@ INTEGRITY_CHECKS = (
     "release_arm_hash",
     "audit_chain",
 )
-AUTHENTICITY_CHECKS = (
+AUTHENTICITY_CHECKS: tuple[AuthenticityCheck, ...] = (
     "receipt_signature",
     "audit_chain_signature",
     "confidence_signature",
@@ -41,7 +57,7 @@ AUTHENTICITY_CHECKS = (
     "registry_attestation_signature",
 )
 # Informational only: never part of integrity, authenticity or failed_checks.
-DIAGNOSTIC_CHECKS = (
+DIAGNOSTIC_CHECKS: tuple[DiagnosticCheck, ...] = (
     "signature_matches_untrusted_key",
     "rulebook_attestation_signature_matches_untrusted_key",
 )
@@ -56,13 +72,13 @@ class CheckResult:
     """What one verification step found: its check values, the expected and actual values it
     compared, and its notes. Each step returns one; `verify_record` merges them in step order."""
 
-    checks: Mapping[str, CheckValue] = field(default_factory=dict)
-    expected: Mapping[str, Any] = field(default_factory=dict)
-    actual: Mapping[str, Any] = field(default_factory=dict)
+    checks: Mapping[CheckName, CheckValue] = field(default_factory=dict)
+    expected: Mapping[Compared, object] = field(default_factory=dict)  # recomputed values
+    actual: Mapping[Compared, object] = field(default_factory=dict)  # what the record states (untrusted)
     notes: tuple[str, ...] = ()
 
     @classmethod
-    def single(cls, name: str, value: CheckValue, *notes: str) -> CheckResult:
+    def single(cls, name: CheckName, value: CheckValue, *notes: str) -> CheckResult:
         """One named check, with optional notes."""
         return cls(checks={name: value}, notes=notes)
 
@@ -85,10 +101,10 @@ class VerificationResult:
     integrity_valid: bool
     authenticity_valid: bool
     key_source: str | None
-    checks: dict[str, CheckValue]
-    failed_checks: tuple[str, ...]
-    expected: dict[str, Any]
-    actual: dict[str, Any]
+    checks: dict[CheckName, CheckValue]
+    failed_checks: tuple[CheckName, ...]
+    expected: dict[Compared, object]
+    actual: dict[Compared, object]
     decision_id: Any = None
     record_kind: str = "legacy"
     signature_algorithm: Any = None

@@ -14,7 +14,7 @@ from gate.keys.signing import b64url_decode, raw_public_key_from_pem
 from gate.protocol.confidence import confidence_hash, confidence_signature_payload
 from gate.protocol.records import audit_chain_signature_payload, receipt_signature_payload
 from gate.protocol.release_arm import release_arm_hash, release_arm_signature_payload
-from gate.verify.result import CheckResult, CheckValue
+from gate.verify.result import CheckName, CheckResult, CheckValue
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 
 
@@ -77,8 +77,8 @@ class _SignedReceipt:
     payload: bytes
 
 
-def _receipt_failure(note: str, **checks: CheckValue) -> ReceiptSignatureCheck:
-    return ReceiptSignatureCheck(CheckResult(checks={**checks, "receipt_signature": False}, notes=(note,)))
+def _receipt_failure(note: str, checks: Mapping[CheckName, CheckValue] | None = None) -> ReceiptSignatureCheck:
+    return ReceiptSignatureCheck(CheckResult(checks={**(checks or {}), "receipt_signature": False}, notes=(note,)))
 
 
 def _signed_receipt(record: Mapping[str, Any], expected_record_hash: Any,
@@ -107,18 +107,18 @@ def _signed_receipt(record: Mapping[str, Any], expected_record_hash: Any,
 
 def _check_hmac_receipt(signed: _SignedReceipt, anchors: TrustAnchors) -> ReceiptSignatureCheck:
     """An HMAC receipt: a trusted secret for its key id, and no public key fingerprint."""
-    fingerprint: dict[str, CheckValue] = {}
+    fingerprint: dict[CheckName, CheckValue] = {}
     if signed.fingerprint is not None:
         fingerprint["receipt_public_key_fingerprint"] = False  # HMAC has no public key
     secret = anchors.select_hmac(signed.key_id)
     if secret is None:
-        return _receipt_failure(f"no trusted HMAC secret for key id {signed.key_id!r}", **fingerprint)
+        return _receipt_failure(f"no trusted HMAC secret for key id {signed.key_id!r}", fingerprint)
     ok = _hmac_signature_holds(secret.secret, signed.payload, signed.body)
     return ReceiptSignatureCheck(CheckResult(checks={**fingerprint, "receipt_signature": ok}), secret.source)
 
 
 def _untrusted_key_diagnostic(signed: _SignedReceipt, raw_signature: bytes | None,
-                              request_public_key: str | None) -> dict[str, CheckValue]:
+                              request_public_key: str | None) -> dict[CheckName, CheckValue]:
     """`signature_matches_untrusted_key`: the signature against a key the request supplied."""
     if request_public_key is None:
         return {}
@@ -136,7 +136,7 @@ def _check_ed25519_receipt(signed: _SignedReceipt, anchors: TrustAnchors,
     key = anchors.select_ed25519(signed.key_id, signed.fingerprint)
     if key is None:
         return _receipt_failure(
-            f"no trusted Ed25519 key for key id {signed.key_id!r}; request keys are not trust anchors", **checks)
+            f"no trusted Ed25519 key for key id {signed.key_id!r}; request keys are not trust anchors", checks)
     if signed.fingerprint is not None:
         checks["receipt_public_key_fingerprint"] = (
             isinstance(signed.fingerprint, str) and signed.fingerprint in key.fingerprints)
