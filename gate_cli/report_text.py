@@ -8,19 +8,30 @@ parameters are printed as they are typed (`limit=all` for `--limit all`, `thresh
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from gate.reports.registry import REPORTS
 from workbench.reports import numbers
 from workbench.reports.holdtext import hold_lines
+
+if TYPE_CHECKING:  # the reports' types only: printing a report loads no Polars
+    from workbench.engines.common import Sample
+    from workbench.reports.holds import HoldReport
+    from workbench.reports.policy import (
+        AnomalyReport,
+        BenchmarkReport,
+        ConfidenceReport,
+        EffectivenessReport,
+        Health,
+    )
 
 
 def _pct(value: Any) -> str:
     return numbers.rate(value)
 
 
-def _sample(sample: Mapping[str, Any]) -> list[str]:
+def _sample(sample: Sample) -> list[str]:
     counts = ", ".join(f"{status} {n}" for status, n in sample["latest_outcome_counts"].items()) or "none"
     window = (f"{sample['first_decision_at']} .. {sample['last_decision_at']}"
               if sample["first_decision_at"] else "no decisions")
@@ -77,7 +88,7 @@ def _trust(source: Any) -> list[str]:
     return lines
 
 
-def _effectiveness(report: Mapping[str, Any]) -> list[str]:
+def _effectiveness(report: EffectivenessReport) -> list[str]:
     m = report["metrics"]
     score = report["effectiveness_score"]
     return [
@@ -92,7 +103,7 @@ def _effectiveness(report: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _health(health: Mapping[str, Any] | None) -> list[str]:
+def _health(health: Health | None) -> list[str]:
     """The one headline state (rates, trend and anomalies) and its window."""
     if not health:
         return []
@@ -100,7 +111,7 @@ def _health(health: Mapping[str, Any] | None) -> list[str]:
             *(f"  {reason}" for reason in health["because"])]
 
 
-def _anomalies(report: Mapping[str, Any]) -> list[str]:
+def _anomalies(report: AnomalyReport) -> list[str]:
     lines = [f"{report['anomaly_count']} anomalies   recommendation: {report['recommendation']}"]
     for item in report["anomalies"]:
         lines.append(f"  [{item['severity']}] {numbers.score(item['anomaly_score'])}  {item['kind']}  {item['dimension']} = {item['value']}")
@@ -115,7 +126,7 @@ def _anomalies(report: Mapping[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def _benchmarks(report: Mapping[str, Any]) -> list[str]:
+def _benchmarks(report: BenchmarkReport) -> list[str]:
     mine = report["your_metrics"]
     cross = report["cross_customer"]
     lines = [
@@ -133,7 +144,7 @@ def _benchmarks(report: Mapping[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def _confidence(report: Mapping[str, Any]) -> list[str]:
+def _confidence(report: ConfidenceReport) -> list[str]:
     b = report["based_on"]
     lines = [
         (f"Score {numbers.score(report['score'])}   level {report['level']}   "
@@ -144,27 +155,36 @@ def _confidence(report: Mapping[str, Any]) -> list[str]:
         f"{b['policy_version']}: {b['current_version_successes']} / {b['current_version_failures']}"),
     ]
     for bucket in report["buckets"]:
-        lines.append(f"  {bucket['verdict']:6} {bucket['action'][:40]:40} score {numbers.score(bucket['score'])}  "
+        lines.append(f"  {bucket['verdict']:6} {str(bucket['action'])[:40]:40} score {numbers.score(bucket['score'])}  "
                      f"{bucket['level']:17} n={bucket['similar_decisions']}")
     return lines + [""]
 
 
-# The report-specific lines; a report kind without its own lines prints its header, its body's
-# members and its hash.
-BODIES: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
-    "effectiveness": _effectiveness, "confidence": _confidence, "anomalies": _anomalies, "benchmarks": _benchmarks,
-    "holds": hold_lines,
-}
+def _body_lines(kind: str, report: Mapping[str, Any]) -> list[str] | None:
+    """The report-specific lines of a kind that has them, with its sample; None for a kind that
+    prints its body's members. `report` is the sealed report of `kind` as `workbench.reports`
+    builds it, so each kind's branch reads it as that kind's report type."""
+    if kind == "effectiveness":
+        lines = _effectiveness(cast("EffectivenessReport", report))
+    elif kind == "confidence":
+        lines = _confidence(cast("ConfidenceReport", report))
+    elif kind == "anomalies":
+        lines = _anomalies(cast("AnomalyReport", report))
+    elif kind == "benchmarks":
+        lines = _benchmarks(cast("BenchmarkReport", report))
+    elif kind == "holds":
+        lines = hold_lines(cast("HoldReport", report))
+    else:
+        return None
+    return lines + _sample(report["sample"])
 
 
 def render(kind: str, report: Mapping[str, Any], *, source: str) -> str:
     """The report as text: titled by its kind's name, ending with its envelope's hash member."""
     spec = REPORTS[kind].envelope_spec
     lines = _header(kind.capitalize(), report, source)
-    if kind in BODIES:
-        lines += BODIES[kind](report) + _sample(report["sample"])
-    else:
-        lines += _members(report, {spec.version_member, spec.hash_member})
+    body = _body_lines(kind, report)
+    lines += body if body is not None else _members(report, {spec.version_member, spec.hash_member})
     lines.append(f"{spec.hash_member} {report[spec.hash_member]}")
     return "\n".join(lines)
 

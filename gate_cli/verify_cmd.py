@@ -33,6 +33,7 @@ from gate_cli.help import Subparsers
 if TYPE_CHECKING:
     from gate.releases.governance import ChangeSummary
     from gate.verify import TrustAnchors
+    from gate.verify.result import VerificationResult
 
 # The chains' verifiers (and the JSON Schemas of the settings they check) load with the command
 # that verifies one, not with `gate --help` (issue 68).
@@ -125,17 +126,17 @@ def _checkpoint_log(path: str | None) -> Sequence[Mapping[str, object]] | None:
         raise GateError("VERIFY_INPUT_UNREADABLE", exc.message) from exc
 
 
-def report(result: dict[str, Any]) -> str:
-    lines = [f"decision {result.get('decision_id')}: " + ("VERIFIED" if result["verified"] else "NOT VERIFIED")]
-    lines.append(f"  integrity    {'valid' if result['integrity_valid'] else 'INVALID'}")
-    source = result.get("key_source") or "no trusted key"
-    lines.append(f"  authenticity {'valid' if result['authenticity_valid'] else 'NOT PROVEN'} ({source})")
-    for name, outcome in sorted(result["checks"].items()):
+def report(result: VerificationResult) -> str:
+    lines = [f"decision {result.decision_id}: " + ("VERIFIED" if result.verified else "NOT VERIFIED")]
+    lines.append(f"  integrity    {'valid' if result.integrity_valid else 'INVALID'}")
+    source = result.key_source or "no trusted key"
+    lines.append(f"  authenticity {'valid' if result.authenticity_valid else 'NOT PROVEN'} ({source})")
+    for name, outcome in sorted(result.checks.items()):
         mark = {True: "ok  ", False: "FAIL", None: "skip"}[outcome]
         lines.append(f"  [{mark}] {name}")
-    for name in result["failed_checks"]:
-        if name in result.get("expected", {}):
-            lines.append(f"  {name}: expected {result['expected'][name]} got {result['actual'].get(name)}")
+    for name in result.failed_checks:
+        if name in result.expected:
+            lines.append(f"  {name}: expected {result.expected[name]} got {result.actual.get(name)}")
     return "\n".join(lines)
 
 
@@ -174,12 +175,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise GateError("VERIFY_INPUT_UNREADABLE", "--checkpoints applies to packets (a record carries no tree)")
     if packet:
         result = verify_packet(record, anchors=anchors, original_input=original, checkpoint_log=held).to_dict()
+        text = packet_report(result)
     else:
-        result = verify_record(record, anchors=anchors, original_input=original).to_dict()
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(packet_report(result) if packet else report(result))
+        verification = verify_record(record, anchors=anchors, original_input=original)
+        result, text = verification.to_dict(), report(verification)
+    print(json.dumps(result, indent=2) if args.json else text)
     return 0 if result["verified"] else 1
 
 

@@ -18,6 +18,7 @@ from gate.rulebook import RulebookDocument
 from gate.rulebook.analysis import lint, minimal_flips
 from gate.rulebook.layout import readable_order
 from workbench.app import ruletable
+from workbench.app.ruletable import RuleRow, RuleRowHistory
 from workbench.app.store import DraftCheck, WorkbenchStore, check_draft, evaluate
 from workbench.migration.errors import DryRunError
 
@@ -53,10 +54,10 @@ class AuthoringDraft(param.Parameterized):
 
     # ------------------------------------------------------------------ the rule table
 
-    def _with_history(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _with_history(self, rows: list[RuleRow]) -> list[RuleRowHistory]:
         """Each row with its rule's stored history (by rule id; none for a rule history never saw)."""
         by_rule = {row["rule_id"]: row for row in self.rule_history}
-        out = []
+        out: list[RuleRowHistory] = []
         for row in rows:
             seen = by_rule.get(row["rule_id"])
             out.append({**row, "fired": seen["decisions"] if seen else 0,

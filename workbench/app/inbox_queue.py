@@ -10,8 +10,8 @@ the cursor or a link. It only reads: the steps a reviewer takes are the page sta
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import param
 
@@ -19,10 +19,12 @@ from gate.clock import iso_ms
 from gate.errors import GateError
 from gate.holds.policy import PRIORITIES, reason_codes
 from gate.principals import Permission
+from gate.services.hold_reads import HoldView
 from gate.services.hold_rules import own_request
 from workbench.app.access import Rights
 from workbench.app.paging import PagedState
 from workbench.app.store import WorkbenchStore
+from workbench.app.stores.holds import HoldDetail
 
 STATE_CHOICES = ("open", "approved", "denied", "expired", "closed", "all")
 RESOLVE_PERMISSION: Permission = "resolve"  # gate.services.hold_rules: every step on a hold needs it
@@ -121,14 +123,19 @@ class InboxQueue(PagedState):
         self.reload()
         return True
 
+    def open_hold(self) -> HoldDetail | None:
+        """The open hold's detail: what `detail` holds (param keeps `HoldDesk.hold_detail`'s answer,
+        and only it, as a plain dict)."""
+        return cast("HoldDetail | None", self.detail)
+
     def cursor_id(self) -> str:
         """The decision id of the hold under the cursor ("" on an empty page)."""
         return str(self.rows[self.cursor]["decision_id"]) if 0 <= self.cursor < len(self.rows) else ""
 
-    def cursor_hold(self) -> dict[str, Any] | None:
+    def cursor_hold(self) -> HoldView | None:
         return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
 
-    def own(self, hold: Mapping[str, Any] | None) -> bool:
+    def own(self, hold: HoldView | None) -> bool:
         """Whether the hold is the session's own request under four eyes (`own_request`, the
         service's rule): its approval is not offered, and the page says so before any click."""
         return hold is not None and own_request(bool(hold.get("four_eyes")), str(hold.get("requested_holder")),

@@ -16,10 +16,11 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from gate.errors import CodedError
 from gate.rulebook.operators import OPERATORS, Operand
+from gate.rulebook.shapes import Rule
 
 OUTCOME_COLUMNS = ("decision", "verdict", "action", "reason_code")
 EDITABLE = ("priority", "rule_id", "condition", *OUTCOME_COLUMNS)
@@ -28,11 +29,37 @@ PRIORITY_RANGE = (-1000, 1000)  # the Rulebook v1 schema's
 # How the table writes each operator between a field and its value (`fraud_score ≥ 0.8`).
 WORDS = {operator.name: operator.words for operator in OPERATORS}
 VALUELESS = frozenset(operator.name for operator in OPERATORS if operator.operand is Operand.NONE)
-NEW_RULE: dict[str, Any] = {
+NEW_RULE: Rule = {
     "rule_id": "new_rule", "priority": 0,
     "condition": {"field": "amount", "operator": "gt", "value": 0},
     "outcome": {"decision": "review", "verdict": "REVIEW", "action": "route_to_review", "reason_code": "NEW_RULE"},
 }
+
+
+class RuleRow(TypedDict):
+    """One rule of a draft as a table row (COLUMNS): its members as the draft states them (the
+    draft is not yet valid: None where a member is missing), its condition as JSON and in words."""
+
+    index: int
+    priority: Any
+    rule_id: Any
+    condition: str | None
+    reads: str | None
+    decision: Any
+    verdict: Any
+    action: Any
+    reason_code: Any
+
+
+class RuleRowHistory(RuleRow):
+    """A row with its rule's stored history in the scope (`workbench.reports.rules.RuleHistory`;
+    0 and None for a rule the history never saw)."""
+
+    fired: int
+    share: float | None
+    success_rate: float | None
+    success_interval: list[float | None] | None  # 95% Wilson
+    resolved: int
 
 
 class RuleEditError(CodedError):
@@ -71,10 +98,10 @@ def _grouped(child: Any, *, always: bool = False) -> str:
     return f"({text})" if always or combinator else text
 
 
-def rule_rows(rulebook: dict[str, Any]) -> list[dict[str, Any]]:
+def rule_rows(rulebook: dict[str, Any]) -> list[RuleRow]:
     """One row per rule in authored order (COLUMNS); a missing member is None."""
     rules = rulebook.get("rules") if isinstance(rulebook, dict) else None
-    rows = []
+    rows: list[RuleRow] = []
     for index, item in enumerate(rules if isinstance(rules, list) else []):
         rule: dict[str, Any] = item if isinstance(item, dict) else {}
         found = rule.get("outcome")
@@ -84,7 +111,8 @@ def rule_rows(rulebook: dict[str, Any]) -> list[dict[str, Any]]:
             "index": index, "priority": rule.get("priority"), "rule_id": rule.get("rule_id"),
             "condition": None if condition is None else compact(condition),
             "reads": None if condition is None else reads(condition),
-            **{name: outcome.get(name) for name in OUTCOME_COLUMNS},
+            "decision": outcome.get("decision"), "verdict": outcome.get("verdict"),  # OUTCOME_COLUMNS
+            "action": outcome.get("action"), "reason_code": outcome.get("reason_code"),
         })
     return rows
 

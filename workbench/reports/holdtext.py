@@ -6,21 +6,31 @@ imports it at start-up without Polars.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from workbench.reports import numbers
+
+if TYPE_CHECKING:  # the figures' types only: the words load no Polars
+    from workbench.engines.holds import (
+        ApprovalRate,
+        ExpiryRate,
+        HoldBody,
+        HoldFigures,
+        LaterFailed,
+        ReviewedFigures,
+    )
 
 __all__ = ["health_cells", "health_line", "hold_lines"]
 
 
-def _rate(block: Mapping[str, Any]) -> str:
-    interval = block["interval_95"]
-    return (f"{numbers.rate(block['rate'])} (95% {numbers.rate_interval(*interval)}, n={block['n']:,})" if interval
+def _rate(block: ApprovalRate | ExpiryRate | LaterFailed) -> str:
+    interval = block["interval_95"]  # [low, high]
+    return (f"{numbers.rate(block['rate'])} (95% {numbers.rate_interval(interval[0], interval[1])}, n={block['n']:,})"
+            if interval
             else f"n/a (n={block['n']:,})")
 
 
-def health_cells(figures: Mapping[str, Any]) -> dict[str, str]:
+def health_cells(figures: HoldFigures) -> dict[str, str]:
     """A queue's (or the policy's) health as four texts: `open` holds, the `oldest` open hold's age,
     the `p50` time to resolution with its n, the `expiry` rate with its interval and n."""
     backlog, waits = figures["backlog"], figures["time_to_resolution"]
@@ -29,7 +39,7 @@ def health_cells(figures: Mapping[str, Any]) -> dict[str, str]:
             "expiry": _rate(figures["expiry_rate"])}
 
 
-def health_line(figures: Mapping[str, Any]) -> str:
+def health_line(figures: HoldFigures) -> str:
     """A queue's (or the policy's) health in one line: backlog, oldest open hold, p50 time to
     resolution, expiry rate."""
     cells = health_cells(figures)
@@ -37,7 +47,7 @@ def health_line(figures: Mapping[str, Any]) -> str:
             f"expiry rate {cells['expiry']}")
 
 
-def _closed_lines(figures: Mapping[str, Any]) -> list[str]:
+def _closed_lines(figures: ReviewedFigures) -> list[str]:
     waits, later = figures["time_to_resolution"], figures["later_failed"]
     return [
         (f"time to resolution p50 {numbers.duration(waits['p50_seconds'])}, p90 "
@@ -48,7 +58,7 @@ def _closed_lines(figures: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def hold_lines(report: Mapping[str, Any]) -> list[str]:
+def hold_lines(report: HoldBody) -> list[str]:
     """The hold report as text: its window, the policy's figures, each queue's and each reviewer's."""
     policy = report["holds"]
     lines = [f"Window: {report['window']['text']}", f"Holds: {health_line(policy)}",

@@ -19,10 +19,13 @@ import pandas as pd
 import panel as pn
 import param
 
+from gate.holds.request import HoldRequest
 from gate.holds.similar import NEAREST, WINDOW
+from gate.services.hold_reads import HoldView
 from workbench.app.pages.common import confirmation_box, note
 from workbench.app.pages.decisions import MARKS
 from workbench.app.state.inbox import KEYS, OWN_REQUEST, InboxState
+from workbench.app.stores.holds import HeldBy, HoldDetail
 from workbench.reports.textsafe import md_cell, md_text
 
 # The list's columns, in order: what a reviewer reads before a click (issue 65).
@@ -55,7 +58,7 @@ def _seconds(later: str, earlier: str) -> float:
     return (parse(later) - parse(earlier)).total_seconds()
 
 
-def time_left(hold: dict[str, Any], now: str) -> str:
+def time_left(hold: HoldView, now: str) -> str:
     """The hold's time left before its deadline, relative ("3 h 5 min", "overdue 4 min"); a
     closed hold's state instead."""
     if hold["state"] != "open":
@@ -69,7 +72,7 @@ def reason_words(code: str | None) -> str:
     return code.replace("_", " ").strip().capitalize() if code else "no reason code"
 
 
-def amount_text(request: dict[str, Any]) -> str:
+def amount_text(request: HoldRequest) -> str:
     amount = request.get("amount")
     if isinstance(amount, bool) or not isinstance(amount, (int, float)):
         return ""
@@ -77,16 +80,16 @@ def amount_text(request: dict[str, Any]) -> str:
     return f"{text} {request.get('currency') or ''}".strip()
 
 
-def target_text(request: dict[str, Any]) -> str:
+def target_text(request: HoldRequest) -> str:
     return " ".join(str(part) for part in (request.get("target_system"), request.get("target_object_id")) if part)
 
 
-def _assignee(hold: dict[str, Any]) -> str:
+def _assignee(hold: HoldView) -> str:
     claimed = hold.get("claimed_by")
     return str(claimed).rsplit("#", 1)[-1] if claimed else "nobody"
 
 
-def _hold_rows(holds: list[dict[str, Any]], now: str = "", cursor: int = -1,
+def _hold_rows(holds: list[HoldView], now: str = "", cursor: int = -1,
                checked: tuple[str, ...] = ()) -> pd.DataFrame:
     """The list's rows: the request (its action, target and amount, `hold["request"]`), the
     reason in words, the time left and the age from `now`, priority, assignee and state. Every
@@ -113,7 +116,7 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _held_by(rule: dict[str, Any]) -> str:
+def _held_by(rule: HeldBy) -> str:
     """The rule that held the record, or its rulebook's default outcome where no rule matched (a
     record's `matched_rule_id` is then null: the bold marks alone read as "****")."""
     if rule.get("rule_id") is None:
@@ -127,17 +130,17 @@ REQUEST_LABELS = (("question", "question"), ("requested_action", "requested acti
                   ("requester", "requested by"))
 
 
-def request_markdown(request: dict[str, Any] | None) -> list[str]:
+def request_markdown(request: HoldRequest | None) -> list[str]:
     """What the caller asked, first (issue 65): the request's members as signed (read from the
     stored request bound to the record's input_hash), each a text cell; or a line saying none is."""
     if not request or not request.get("signed"):
         return ["**Request**: not shown: no stored request is bound to this record's input_hash.", ""]
-    cells = [f"| {label} | {md_cell(_text(request[name]))} |" for name, label in REQUEST_LABELS
-             if request.get(name) is not None]
+    cells = [f"| {label} | {md_cell(_text(value))} |" for name, label in REQUEST_LABELS
+             if (value := request.get(name)) is not None]
     return ["**Request** (as signed)", "", "| | |", "|---|---|", *cells, ""]
 
 
-def summary_markdown(detail: dict[str, Any] | None) -> str:
+def summary_markdown(detail: HoldDetail | None) -> str:
     """The open hold: what it asks (its request, first), where it stands, the rule and reason that
     held it, and its facts (a table of text cells)."""
     if not detail:
@@ -169,7 +172,7 @@ def summary_markdown(detail: dict[str, Any] | None) -> str:
     return "\n".join([*lines, *table])
 
 
-def verification_markdown(detail: dict[str, Any] | None) -> str:
+def verification_markdown(detail: HoldDetail | None) -> str:
     """The decision's fresh verification, its hold events' offline check and, once closed, its
     resolution's: pass or FAIL with what failed."""
     if not detail:
@@ -208,23 +211,23 @@ def _numbers(facts: Any) -> str:
                      if isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
-def similar_rows(detail: dict[str, Any] | None) -> pd.DataFrame:
+def similar_rows(detail: HoldDetail | None) -> pd.DataFrame:
     """The closed holds most like the open one, nearest first: how each closed and went."""
     rows = [{"decision_id": hold["decision_id"], "closed as": hold["state"],
              "reason": (hold.get("resolution") or {}).get("reason_code") or "",
              "note": (hold.get("resolution") or {}).get("note") or "",
              "later outcome": hold.get("latest_outcome") or "not reported",
              "distance": round(float(hold["distance"]), 3), "numeric facts": _numbers(hold.get("facts")),
-             "opened": hold["opened_at"]} for hold in (detail or {}).get("similar") or []]
+             "opened": hold["opened_at"]} for hold in (detail["similar"] if detail else None) or []]
     return pd.DataFrame(rows, columns=["decision_id", "closed as", "reason", "note", "later outcome", "distance",
                                        "numeric facts", "opened"])
 
 
-def event_rows(detail: dict[str, Any] | None) -> pd.DataFrame:
+def event_rows(detail: HoldDetail | None) -> pd.DataFrame:
     rows = [{"#": event["seq"], "at": event["created_at"], "action": event["action"], "by": event["actor"],
              "vote": event.get("vote") or "", "reason": event.get("reason_code") or "", "note": event.get("note") or "",
              "queue": event.get("queue") or "", "outcome": event.get("outcome") or ""}
-            for event in (detail or {}).get("events") or []]
+            for event in (detail["events"] if detail else None) or []]
     return pd.DataFrame(rows, columns=["#", "at", "action", "by", "vote", "reason", "note", "queue", "outcome"])
 
 
@@ -381,10 +384,11 @@ def _steps(state: InboxState) -> pn.Column:
                     visible=False, css_classes=["inbox-steps"])
 
     def follow(*_: object) -> None:
-        hold = (state.detail or {}).get("hold") or {}
-        box.visible = state.may_act() and hold.get("state") == "open"
-        buttons["approve"].visible = approve_code.visible = not state.own(hold or None)
-        target.options = [name for name in state.queues if name != hold.get("queue")]
+        detail = state.open_hold()
+        hold = detail["hold"] if detail else None
+        box.visible = state.may_act() and hold is not None and hold["state"] == "open"
+        buttons["approve"].visible = approve_code.visible = not state.own(hold)
+        target.options = [name for name in state.queues if hold is None or name != hold["queue"]]
         buttons["reassign"].visible = target.visible = bool(target.options)  # one queue: nowhere to move it
 
     state.param.watch(follow, ["detail", "scope", "queues"])
@@ -419,9 +423,9 @@ def _bulk(state: InboxState) -> pn.Row:
     return row
 
 
-def _own_banner(detail: dict[str, Any] | None, state: InboxState) -> str:
-    hold = (detail or {}).get("hold")
-    if not hold or hold.get("state") != "open" or not state.own(hold):
+def _own_banner(detail: HoldDetail | None, state: InboxState) -> str:
+    hold = detail["hold"] if detail else None
+    if not hold or hold["state"] != "open" or not state.own(hold):
         return ""
     return (f"**{OWN_REQUEST[0].upper() + OWN_REQUEST[1:]}.** You asked for this action; under four eyes "
             "your approval is not offered, and the gate refuses it (HOLD_FOUR_EYES).")
@@ -441,8 +445,8 @@ def _poll(state: InboxState) -> None:
 
 
 def inbox_page(state: InboxState) -> pn.viewable.Viewable:
-    similar = _table(similar_rows(state.detail), "inbox-similar", 200)
-    events = _table(event_rows(state.detail), "inbox-events", 180)
+    similar = _table(similar_rows(state.open_hold()), "inbox-similar", 200)
+    events = _table(event_rows(state.open_hold()), "inbox-events", 180)
 
     def detail_changed(event: param.parameterized.Event) -> None:
         similar.value, events.value = similar_rows(event.new), event_rows(event.new)

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import panel as pn
 
-from workbench.app.ruletable import COLUMNS, EDITABLE
+from workbench.app.ruletable import COLUMNS, EDITABLE, RuleRowHistory
 from workbench.app.state.authoring import AuthoringState
 from workbench.reports.textsafe import md_text
 
@@ -27,15 +27,16 @@ TITLES = {"index": "#", "priority": "priority", "rule_id": "rule", "condition": 
           "success_rate": "success rate (95%)"}
 
 
-def _success(row: dict[str, Any]) -> str:
-    interval = row.get("success_interval")
-    if row.get("success_rate") is None or interval is None:
+def _success(row: RuleRowHistory) -> str:
+    rate, interval = row.get("success_rate"), row.get("success_interval")
+    low, high = interval if interval is not None else (None, None)
+    if rate is None or low is None or high is None:
         return "no resolved outcome" if row.get("fired") else "no history"
-    text = f"{100 * row['success_rate']:.1f}% ({100 * interval[0]:.1f}–{100 * interval[1]:.1f}%, n={row['resolved']:,})"
+    text = f"{100 * rate:.1f}% ({100 * low:.1f}–{100 * high:.1f}%, n={row['resolved']:,})"
     return text if row["resolved"] >= 10 else f"{text} too few to judge"
 
 
-def rule_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def rule_frame(rows: list[RuleRowHistory]) -> pd.DataFrame:
     """The rows as the table shows them: the rule's cells, then its history as text.
 
     Every column is of dtype object, whatever the rows hold: Panel derives the table's column
@@ -46,7 +47,7 @@ def rule_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     draft, a new draft only replaces the rows."""
     shown = [{**{name: row.get(name) for name in COLUMNS},
               "fired": int(row.get("fired") or 0),
-              "share": "" if row.get("share") is None else f"{100 * row['share']:.1f}%",
+              "share": "" if (share := row.get("share")) is None else f"{100 * share:.1f}%",
               "success_rate": _success(row)} for row in rows]
     return pd.DataFrame(shown, columns=list(SHOWN), dtype=object)
 

@@ -16,9 +16,9 @@ only reads it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from gate.errors import GateError
+from gate.services.hold_reads import HoldView
 from gate.services.hold_rules import HOLD_DENIED
 from gate.services.hold_writes import HoldStep
 from workbench.app.inbox_queue import RESOLVE_PERMISSION, InboxQueue
@@ -32,7 +32,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("Escape", "cancel the approval shown"), ("?", "show or hide these keys"))
 
 
-def quorum_text(hold: dict[str, Any]) -> str:
+def quorum_text(hold: HoldView) -> str:
     """What one more approval does to this hold: close it, or wait for more reviewers."""
     given, needed = len(hold.get("approvals") or []), int(hold.get("approvals_needed") or 1)
     if given + 1 >= needed:

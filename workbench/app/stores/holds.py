@@ -6,16 +6,62 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from gate.errors import GateError
-from gate.holds.events import hold_events_problems, verify_resolution
+from gate.holds.events import HoldEvent, hold_events_problems, verify_resolution
 from gate.principals import Permissions, Principal
+from gate.services.hold_reads import HoldPage, HoldView, SimilarHold
 from gate.services.hold_writes import HoldStep
 from gate.services.lifecycle import KINDS
 from gate.services.verification import verify_stored_decision
 from workbench.app.ruletable import reads
 from workbench.app.stores.shared import StoreShared
+
+
+class HoldList(HoldPage):
+    """A page of the scope's holds (`HoldService.list`) and the names of the scope's queues."""
+
+    queues: list[str]
+
+
+class HeldBy(TypedDict):
+    """The rule that held a record, as the record and its bound rulebook state it (`policy_id` and
+    `policy_version` as the rulebook states them)."""
+
+    rule_id: str | None
+    reason_code: str | None
+    action: str | None
+    verdict: str | None
+    policy_id: Any
+    policy_version: Any
+    condition: str | None  # the rule's condition in words (`workbench.app.ruletable.reads`)
+
+
+class HoldEventsCheck(TypedDict):
+    """The offline check of a hold's signed events (`gate.holds.events.hold_events_problems`)."""
+
+    verified: bool
+    count: int
+    problems: list[str]
+
+
+class SimilarOutcome(SimilarHold):
+    """A closed hold like the open one, with its decision's latest outcome status (None: none yet)."""
+
+    latest_outcome: str | None
+
+
+class HoldDetail(TypedDict):
+    """One hold as a reviewer weighs it (`HoldDesk.hold_detail`)."""
+
+    hold: HoldView
+    events: list[HoldEvent]
+    rule: HeldBy
+    verification: dict[str, Any]  # gate.services.verification.verify_stored_decision's body
+    hold_events: HoldEventsCheck
+    resolution: dict[str, Any] | None  # gate.holds.events.ResolutionCheck.to_json(), once closed
+    similar: list[SimilarOutcome] | None  # None until `similar_holds` read them
 
 
 class HoldDesk:
@@ -26,7 +72,7 @@ class HoldDesk:
 
     def hold_page(self, scope: str, *, state: str = "open", queue: str | None = None, offset: int = 0,
                   limit: int = 25, filters: Mapping[str, str | None] | None = None,
-                  reader: str | None = None) -> dict[str, Any]:
+                  reader: str | None = None) -> HoldList:
         """One page of the scope's holds in `state`, the most urgent first, then the least time left
         (`HoldService.list`, the API's `GET /api/holds`: `filters` assignee, priority, policy and
         search, `reader` the principal `mine` means), with the count per state and the names of
@@ -39,7 +85,7 @@ class HoldDesk:
         """What moves whenever the scope's holds do (`HoldService.version`): the Inbox's poll."""
         return self.store.holds.version(scope)
 
-    def hold_detail(self, scope: str, decision_id: str, *, similar: bool = True) -> dict[str, Any] | None:
+    def hold_detail(self, scope: str, decision_id: str, *, similar: bool = True) -> HoldDetail | None:
         """One hold as a reviewer weighs it, or None when `scope` has no hold for the decision:
         the hold and its signed events, the rule that held it, a fresh verification of the stored
         record (the Decisions page's), the offline check of its hold events and, once closed, of
@@ -49,15 +95,16 @@ class HoldDesk:
         stored = self.store.ledger.decision(scope, decision_id)
         if stored is None:
             return None
+        holds = self.store.holds
         try:
-            shown = self.store.holds.show(scope, decision_id)
+            row = holds.reads.row(scope, decision_id)  # `HoldService.show`: the hold's view, then its events
         except GateError as exc:
             if exc.code == "HOLD_NOT_FOUND":
                 return None
             raise
+        shown, events = holds.view(row), holds.reads.holds.events_of(scope, decision_id)
         record = json.loads(stored.record_json)
         anchors = self.store.signing.trust_anchors()
-        events = shown.pop("events")
         closing = next((event for event in reversed(events) if event.get("outcome") is not None), None)
         problems = hold_events_problems(record, events, anchors)
         return {
@@ -70,12 +117,12 @@ class HoldDesk:
             "similar": self.similar_holds(scope, decision_id) if similar else None,
         }
 
-    def similar_holds(self, scope: str, decision_id: str) -> list[dict[str, Any]]:
+    def similar_holds(self, scope: str, decision_id: str) -> list[SimilarOutcome]:
         """The closed holds most like this one, with their latest outcome (`HoldService.similar`)."""
         return [{**hold, "latest_outcome": self._latest_outcome(hold["decision_id"])}
                 for hold in self.store.holds.similar(scope, decision_id)]
 
-    def _held_by(self, scope: str, record: dict[str, Any]) -> dict[str, Any]:
+    def _held_by(self, scope: str, record: dict[str, Any]) -> HeldBy:
         """The rule that held the record, as its bound rulebook states it (its condition in words)."""
         bound = record.get("rulebook") or {}
         rule_id = record.get("matched_rule_id")
