@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any
 
 from flask import Response, request
 
@@ -28,6 +28,7 @@ from gate.clock import iso_ms
 from gate.errors import GateError
 from gate.packets import (
     ChainExcerpt,
+    ConsistencyFrom,
     PacketOptions,
     PacketSourceError,
     build_packet,
@@ -72,14 +73,6 @@ def _packet_query_units() -> int:
 
 
 PACKET_WEIGHT = Weight(stored=4, query=_packet_query_units)
-
-
-class ConsistencyFrom(TypedDict):
-    """What `build_packet` exports as `chain_consistency`: a witness's tree size, its root, the proof."""
-
-    first: int
-    first_root: str
-    proof: list[str]
 
 
 def _consistency_from(rt: GateRuntime, chain: ChainExcerpt | None, first: int | None) -> ConsistencyFrom | None:
