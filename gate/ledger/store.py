@@ -23,7 +23,7 @@ from gate.ledger.chains import ChainAppend, ChainHead, ChainLedger, SealedDecisi
 from gate.ledger.confidence import Bucket
 from gate.ledger.connection import MIGRATIONS_DIR, LedgerConnection
 from gate.ledger.decision_write import DecisionExtra, DecisionWriter, Written
-from gate.ledger.records import RecordLedger, StoredDecision
+from gate.ledger.records import DecisionHashes, RecordLedger, StoredDecision
 from gate.ledger.snapshots import SnapshotLedger, SnapshotRow, StoredSnapshot
 from gate.protocol.confidence import ConfidenceCounts
 
@@ -98,7 +98,7 @@ class Ledger(LedgerConnection):
     def bundle_hash_known(self, policy_bundle_hash: str) -> dict[str, Any] | None:
         return self.records.bundle_hash_known(policy_bundle_hash)
 
-    def decision_hashes(self, decision_ids: Sequence[str | None]) -> dict[str | None, dict[str, Any]]:
+    def decision_hashes(self, decision_ids: Sequence[str | None]) -> dict[str | None, DecisionHashes]:
         return self.records.decision_hashes(decision_ids)
 
     def confidence_counts(self, bucket: Bucket) -> ConfidenceCounts | None:

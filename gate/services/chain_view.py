@@ -19,6 +19,7 @@ from gate.chain.links import verify_links
 from gate.chain.merkle import Checkpoint, leaf_node
 from gate.ledger import Ledger
 from gate.ledger.lifecycle import LifecycleStore
+from gate.ledger.records import DecisionHashes
 from gate.packets.members import ChainState
 from gate.privacy.removal import remainder_receipt_hash, removed
 from gate.protocol.records import record_hash
@@ -189,7 +190,7 @@ def _tree_root_matches(audit: AuditChainService, chain_id: str, size: int, peaks
 
 
 def _check_snapshots(ledger: Ledger, scope: str, links: list[dict[str, Any]],
-                     decisions: dict[str | None, dict[str, Any]], failures: list[dict[str, object]]) -> bool:
+                     decisions: dict[str | None, DecisionHashes], failures: list[dict[str, object]]) -> bool:
     """Each rulebook snapshot a window decision was made under, re-hashed from its stored
     body once per (rulebook id, version); a mismatch is named at every position using it."""
     seen: dict[tuple[str, str, str], SnapshotCheck | None] = {}

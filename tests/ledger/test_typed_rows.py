@@ -13,8 +13,26 @@ import pytest
 
 from gate.ledger.event_settings import EventSettingsRow
 from gate.ledger.holds import HoldMove, HoldRow, QueueColumns
+from gate.ledger.lifecycle import ReceiptRow
+from gate.ledger.operations import PilotRow
+from gate.ledger.outbox import AttemptRow, OutboxEventRow
+from gate.ledger.outbox_retention import RetentionRow
 from gate.ledger.releases import EventRow, ReleaseDecisionRow, ShadowColumns
-from gate.ledger.tables import event_settings, holds, release_decisions, release_events
+from gate.ledger.removals import RemovalRow
+from gate.ledger.tables import (
+    decision_removals,
+    event_outbox,
+    event_retention,
+    event_settings,
+    holds,
+    lifecycle_receipts,
+    pilot_intakes,
+    release_decisions,
+    release_events,
+    webhook_attempts,
+    workflow_runs,
+)
+from gate.ledger.workflows import WorkflowRunRow
 
 
 def _members(typed: type) -> set[str]:
@@ -29,7 +47,9 @@ def _spelled(typed: type, name: str) -> str:
 
 @pytest.mark.parametrize(("typed", "table"), [
     (HoldRow, holds), (EventRow, release_events), (ReleaseDecisionRow, release_decisions),
-    (EventSettingsRow, event_settings)])
+    (EventSettingsRow, event_settings), (OutboxEventRow, event_outbox), (AttemptRow, webhook_attempts),
+    (RetentionRow, event_retention), (ReceiptRow, lifecycle_receipts), (PilotRow, pilot_intakes),
+    (RemovalRow, decision_removals), (WorkflowRunRow, workflow_runs)])
 def test_a_typed_row_names_exactly_its_tables_columns(typed: type, table) -> None:
     assert _members(typed) == {column.name for column in table.columns}
     assert not typed.__optional_keys__  # every column is read, null or not
