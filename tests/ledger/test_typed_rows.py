@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from gate.ledger.event_settings import EventSettingsRow
+from gate.ledger.event_settings import AnomalyAlertRow, EventSettingsRow
 from gate.ledger.holds import HoldMove, HoldRow, QueueColumns
 from gate.ledger.lifecycle import ReceiptRow
 from gate.ledger.operations import PilotRow
@@ -20,6 +20,7 @@ from gate.ledger.outbox_retention import RetentionRow
 from gate.ledger.releases import EventRow, ReleaseDecisionRow, ShadowColumns
 from gate.ledger.removals import RemovalRow
 from gate.ledger.tables import (
+    anomaly_alerts,
     decision_removals,
     event_outbox,
     event_retention,
@@ -49,7 +50,7 @@ def _spelled(typed: type, name: str) -> str:
     (HoldRow, holds), (EventRow, release_events), (ReleaseDecisionRow, release_decisions),
     (EventSettingsRow, event_settings), (OutboxEventRow, event_outbox), (AttemptRow, webhook_attempts),
     (RetentionRow, event_retention), (ReceiptRow, lifecycle_receipts), (PilotRow, pilot_intakes),
-    (RemovalRow, decision_removals), (WorkflowRunRow, workflow_runs)])
+    (RemovalRow, decision_removals), (WorkflowRunRow, workflow_runs), (AnomalyAlertRow, anomaly_alerts)])
 def test_a_typed_row_names_exactly_its_tables_columns(typed: type, table) -> None:
     assert _members(typed) == {column.name for column in table.columns}
     assert not typed.__optional_keys__  # every column is read, null or not
