@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 
 from gate.chain.rowseal import SealedDecisionRow
 from gate.ledger.api_keys import ApiKeyLedger, CapCharge
-from gate.ledger.chains import ChainAppend, ChainHead, ChainLedger, SealedDecision
+from gate.ledger.chains import ChainAppend, ChainHead, ChainLedger, ChainLinkRow, SealedDecision
 from gate.ledger.confidence import Bucket
 from gate.ledger.connection import MIGRATIONS_DIR, LedgerConnection
 from gate.ledger.decision_write import DecisionExtra, DecisionWriter, Written
@@ -113,13 +113,13 @@ class Ledger(LedgerConnection):
     def chain_head(self, chain_id: str) -> dict[str, Any] | None:
         return self.chains.chain_head(chain_id)
 
-    def chain_links_window(self, chain_id: str, first: int, last: int) -> list[dict[str, Any]]:
+    def chain_links_window(self, chain_id: str, first: int, last: int) -> list[ChainLinkRow]:
         return self.chains.chain_links_window(chain_id, first, last)
 
-    def chain_last_link(self, chain_id: str) -> dict[str, Any] | None:
+    def chain_last_link(self, chain_id: str) -> ChainLinkRow | None:
         return self.chains.chain_last_link(chain_id)
 
-    def chain_link_for(self, decision_id: str) -> dict[str, Any] | None:
+    def chain_link_for(self, decision_id: str) -> ChainLinkRow | None:
         return self.chains.chain_link_for(decision_id)
 
     def merkle_nodes(self, chain_id: str, refs: list[tuple[int, int]]) -> dict[tuple[int, int], str]:

@@ -18,6 +18,7 @@ from gate import vocabulary as C
 from gate.chain.links import verify_links
 from gate.chain.merkle import Checkpoint, leaf_node
 from gate.ledger import Ledger
+from gate.ledger.chains import ChainLinkRow
 from gate.ledger.lifecycle import LifecycleStore
 from gate.ledger.records import DecisionHashes
 from gate.packets.members import ChainState
@@ -212,7 +213,7 @@ def _check_snapshots(ledger: Ledger, scope: str, links: list[dict[str, Any]],
     return valid
 
 
-def _verify_window(ledger: Ledger, chain_id: str, head: dict[str, Any], rows: list[dict[str, Any]],
+def _verify_window(ledger: Ledger, chain_id: str, head: dict[str, Any], rows: list[ChainLinkRow],
                    links: list[dict[str, Any]], previous: dict[str, Any] | None,
                    ) -> tuple[dict[str, bool], list[dict[str, object]]]:
     result = verify_links(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from gate.ledger.chains import ChainLinkRow
 from gate.ledger.event_settings import AnomalyAlertRow, EventSettingsRow
 from gate.ledger.holds import HoldMove, HoldRow, QueueColumns
 from gate.ledger.lifecycle import ReceiptRow
@@ -21,6 +22,7 @@ from gate.ledger.releases import EventRow, ReleaseDecisionRow, ShadowColumns
 from gate.ledger.removals import RemovalRow
 from gate.ledger.tables import (
     anomaly_alerts,
+    chain_links,
     decision_removals,
     event_outbox,
     event_retention,
@@ -50,7 +52,8 @@ def _spelled(typed: type, name: str) -> str:
     (HoldRow, holds), (EventRow, release_events), (ReleaseDecisionRow, release_decisions),
     (EventSettingsRow, event_settings), (OutboxEventRow, event_outbox), (AttemptRow, webhook_attempts),
     (RetentionRow, event_retention), (ReceiptRow, lifecycle_receipts), (PilotRow, pilot_intakes),
-    (RemovalRow, decision_removals), (WorkflowRunRow, workflow_runs), (AnomalyAlertRow, anomaly_alerts)])
+    (RemovalRow, decision_removals), (WorkflowRunRow, workflow_runs), (AnomalyAlertRow, anomaly_alerts),
+    (ChainLinkRow, chain_links)])
 def test_a_typed_row_names_exactly_its_tables_columns(typed: type, table) -> None:
     assert _members(typed) == {column.name for column in table.columns}
     assert not typed.__optional_keys__  # every column is read, null or not
