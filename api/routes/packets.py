@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any
 
 from flask import Response, request
 
@@ -30,6 +30,7 @@ from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.packets import (
     ChainExcerpt,
+    ConsistencyFrom,
     PacketOptions,
     PacketSourceError,
     build_packet,
@@ -77,14 +78,6 @@ def _packet_query_units() -> int:
 
 
 PACKET_WEIGHT = Weight(stored=4, query=_packet_query_units)
-
-
-class ConsistencyFrom(TypedDict):
-    """What `build_packet` exports as `chain_consistency`: a witness's tree size, its root, the proof."""
-
-    first: int
-    first_root: str
-    proof: list[str]
 
 
 def _consistency_from(audit: AuditChainService, chain: ChainExcerpt | None, first: int | None) -> ConsistencyFrom | None:

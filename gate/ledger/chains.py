@@ -13,10 +13,10 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from sqlalchemy import and_, bindparam, insert, select, union_all, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.sql.expression import Executable
 
 from gate.chain.links import ChainLink
@@ -41,6 +41,21 @@ _UPDATE_HEAD = update(chain_heads).where(chain_heads.c.chain_id == bindparam("he
 
 # SQLite refuses an expression tree deeper than 1,000; an OR of N conditions is N deep.
 NODE_REFS_PER_QUERY = 400
+
+
+class ChainLinkRow(TypedDict):
+    """A `chain_links` row: the link's place and keys as columns, the link itself as stored text."""
+
+    chain_id: str
+    chain_position: int
+    decision_id: str
+    leaf_hash: str
+    link_hash: str
+    link_json: str
+
+
+def _link_row(row: RowMapping) -> ChainLinkRow:
+    return cast(ChainLinkRow, dict(row))  # select(chain_links): exactly its columns
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +128,7 @@ class ChainLedger:
             ).mappings().first()
         return dict(row) if row else None
 
-    def chain_links_window(self, chain_id: str, first: int, last: int) -> list[dict[str, Any]]:
+    def chain_links_window(self, chain_id: str, first: int, last: int) -> list[ChainLinkRow]:
         """Stored links with positions first..last (ascending), as stored JSON plus row columns."""
         with self.ledger.read() as connection:
             rows = connection.execute(
@@ -123,9 +138,9 @@ class ChainLedger:
                             chain_links.c.chain_position <= last))
                 .order_by(chain_links.c.chain_position)
             ).mappings().all()
-        return [dict(row) for row in rows]
+        return [_link_row(row) for row in rows]
 
-    def chain_last_link(self, chain_id: str) -> dict[str, Any] | None:
+    def chain_last_link(self, chain_id: str) -> ChainLinkRow | None:
         """The stored link with the greatest position in the chain (whatever the head row says),
         or None for a chain without links: what a head must name (`gate.chain.links.chain_head_failures`)."""
         with self.ledger.read() as connection:
@@ -133,14 +148,14 @@ class ChainLedger:
                 select(chain_links).where(chain_links.c.chain_id == chain_id)
                 .order_by(chain_links.c.chain_position.desc()).limit(1)
             ).mappings().first()
-        return dict(row) if row else None
+        return _link_row(row) if row else None
 
-    def chain_link_for(self, decision_id: str) -> dict[str, Any] | None:
+    def chain_link_for(self, decision_id: str) -> ChainLinkRow | None:
         with self.ledger.read() as connection:
             row = connection.execute(
                 select(chain_links).where(chain_links.c.decision_id == decision_id)
             ).mappings().first()
-        return dict(row) if row else None
+        return _link_row(row) if row else None
 
     def merkle_nodes(self, chain_id: str, refs: list[tuple[int, int]]) -> dict[tuple[int, int], str]:
         """The stored subtree hashes for `refs`, in one read transaction of bounded queries.

@@ -39,6 +39,16 @@ class DueReport(TypedDict):
     anomaly_every_seconds: int
 
 
+class AnomalyAlertRow(TypedDict):
+    """An `anomaly_alerts` row: an anomaly announced to the scope (`anomaly.detected`), until it clears."""
+
+    scope: str
+    anomaly_key: str  # the alert's `alert_id`
+    first_seen: str
+    last_seen: str
+    summary_json: str  # the alert as announced
+
+
 class EventSettingsLedger:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
@@ -76,13 +86,13 @@ class EventSettingsLedger:
                 update(event_settings).where(event_settings.c.scope == scope, event_settings.c.anomaly_next_at == was)
                 .values(anomaly_next_at=next_at)).rowcount)
 
-    def announced(self, scope: str) -> dict[str, dict[str, Any]]:
+    def announced(self, scope: str) -> dict[str, AnomalyAlertRow]:
         with self.ledger.read() as connection:
             rows = connection.execute(select(anomaly_alerts).where(anomaly_alerts.c.scope == scope)).mappings().all()
-        return {r["anomaly_key"]: dict(r) for r in rows}
+        return {r["anomaly_key"]: cast(AnomalyAlertRow, dict(r)) for r in rows}  # select(anomaly_alerts): its columns
 
     def record_findings(self, scope: str, now: str, new: Sequence[Mapping[str, Any]], seen: Sequence[str],
-                        cleared: Sequence[Mapping[str, Any]]) -> None:
+                        cleared: Sequence[AnomalyAlertRow]) -> None:
         """One transaction: announce `new` (anomaly.detected), touch `seen`, clear `cleared`."""
         with self.ledger.write() as connection:
             for alert in new:

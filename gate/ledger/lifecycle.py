@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from sqlalchemy import ColumnElement, and_, delete, func, insert, or_, select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError
 
 from gate.chain.rowseal import receipt_row_hash
@@ -48,6 +48,45 @@ class Claim:
     claim_token: str
     claimed_at: str
     receipt_id: str | None
+
+
+class ReceiptRow(TypedDict):
+    """A `lifecycle_receipts` row: the receipt's keys, its stored text, its place in the
+    decision's receipt chain (`sequence`, `previous_row_hash`, `row_hash`; null on rows written
+    before the chain) and an Outcome Record's link columns (null on every other row)."""
+
+    receipt_id: str
+    kind: str
+    decision_id: str
+    scope: str
+    idempotency_key: str | None
+    input_hash: str
+    receipt_hash: str
+    reported_at: str
+    receipt_json: str
+    sequence: int | None
+    previous_row_hash: str | None
+    row_hash: str | None
+    execution_receipt_id: str | None
+    execution_hash: str | None
+
+
+class ExecutionLinkRow(TypedDict):
+    """`LifecycleStore.execution_links`: an Outcome Record's link columns beside the row they name
+    (`named_*` null when no row has that id)."""
+
+    decision_id: str
+    outcome_id: str
+    outcome_hash: str
+    execution_receipt_id: str | None
+    execution_hash: str | None
+    named_kind: str | None
+    named_decision_id: str | None
+    named_hash: str | None
+
+
+def _receipt_row(row: RowMapping) -> ReceiptRow:
+    return cast(ReceiptRow, dict(row))  # select(lifecycle_receipts): exactly its columns
 
 
 class ClaimLost(Signal):
@@ -172,7 +211,7 @@ class LifecycleStore:
             ).mappings().first()
         return dict(row) if row else None
 
-    def chained(self, decision_id: str, *, limit: int) -> tuple[list[dict[str, Any]], int]:
+    def chained(self, decision_id: str, *, limit: int) -> tuple[list[ReceiptRow], int]:
         """The decision's newest `limit` receipt rows by sequence (ascending), and the count of
         all its rows (any kind, sequenced or not)."""
         with self.ledger.read() as connection:
@@ -184,14 +223,14 @@ class LifecycleStore:
                 select(func.count()).select_from(lifecycle_receipts)
                 .where(lifecycle_receipts.c.decision_id == decision_id)
             ).scalar_one()
-        return [dict(row) for row in reversed(rows)], int(total)
+        return [_receipt_row(row) for row in reversed(rows)], int(total)
 
-    def receipt(self, receipt_id: str) -> dict[str, Any] | None:
+    def receipt(self, receipt_id: str) -> ReceiptRow | None:
         with self.ledger.read() as connection:
             row = connection.execute(
                 select(lifecycle_receipts).where(lifecycle_receipts.c.receipt_id == receipt_id)
             ).mappings().first()
-        return dict(row) if row else None
+        return _receipt_row(row) if row else None
 
     def execution_receipt(self, decision_id: str, receipt_id: str) -> dict[str, Any] | None:
         """The stored execution receipt `receipt_id` of `decision_id` (parsed), None when the
@@ -207,7 +246,7 @@ class LifecycleStore:
         receipt: dict[str, Any] = json.loads(row["receipt_json"])
         return receipt
 
-    def execution_links(self, decision_ids: list[str], *, limit: int) -> list[dict[str, Any]]:
+    def execution_links(self, decision_ids: list[str], *, limit: int) -> list[ExecutionLinkRow]:
         """Outcome rows of `decision_ids` that link to an execution receipt (oldest first, at most
         `limit`): the outcome's id, hash and link columns, and the named row's kind, decision id
         and hash (null when no row has that id)."""
@@ -222,11 +261,11 @@ class LifecycleStore:
                         or_(outcome.c.execution_receipt_id.is_not(None), outcome.c.execution_hash.is_not(None))))
             .order_by(outcome.c.reported_at, outcome.c.receipt_id).limit(limit)
         )
-        with self.ledger.read() as connection:
-            return [dict(row) for row in connection.execute(query).mappings().all()]
+        with self.ledger.read() as connection:  # the columns selected, by the names given there
+            return [cast(ExecutionLinkRow, dict(row)) for row in connection.execute(query).mappings().all()]
 
     def receipts(self, decision_id: str, kind: str, *, limit: int,
-                 before: tuple[str, str] | None = None) -> list[dict[str, Any]]:
+                 before: tuple[str, str] | None = None) -> list[ReceiptRow]:
         """Newest first (reported_at, then receipt_id, descending); `before` is a page cursor."""
         query = select(lifecycle_receipts).where(and_(
             lifecycle_receipts.c.decision_id == decision_id, lifecycle_receipts.c.kind == kind))
@@ -238,7 +277,7 @@ class LifecycleStore:
         query = query.order_by(lifecycle_receipts.c.reported_at.desc(),
                                lifecycle_receipts.c.receipt_id.desc()).limit(limit)
         with self.ledger.read() as connection:
-            return [dict(row) for row in connection.execute(query).mappings().all()]
+            return [_receipt_row(row) for row in connection.execute(query).mappings().all()]
 
     def count(self, decision_id: str, kind: str) -> int:
         with self.ledger.read() as connection:
@@ -248,4 +287,5 @@ class LifecycleStore:
             ).scalar_one())
 
 
-__all__ = ["DONE", "PENDING", "Claim", "ClaimLost", "LedgerUnavailable", "LifecycleStore"]
+__all__ = ["DONE", "PENDING", "Claim", "ClaimLost", "ExecutionLinkRow", "LedgerUnavailable", "LifecycleStore",
+           "ReceiptRow"]

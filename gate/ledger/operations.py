@@ -8,9 +8,9 @@ metrics are aggregate counts over the whole ledger (no scope names, no identifie
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypedDict, cast
 
-from sqlalchemy import case, func, insert, select, update
+from sqlalchemy import RowMapping, case, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from gate.errors import LedgerUnavailable
@@ -25,26 +25,48 @@ from gate.ledger.tables import (
 
 ADVISORY_POLICY_PREFIX = "advisory."  # gate.advisory.record.POLICY_PREFIX (kept free of that import)
 
-__all__ = ["PilotStore", "proof_counts", "recent_policy_ids"]
+__all__ = ["PilotRow", "PilotStore", "proof_counts", "recent_policy_ids"]
+
+
+class PilotRow(TypedDict):
+    """A `pilot_intakes` row: who asked for a pilot, for what, and whether they confirmed it."""
+
+    pilot_id: str
+    idempotency_key: str
+    input_hash: str
+    company: str
+    contact_name: str
+    contact_email: str
+    use_case: str
+    monthly_decisions: int
+    notes: str
+    status: str  # submitted | confirmed
+    token_hash: str
+    created_at: str
+    confirmed_at: str | None
+
+
+def _pilot_row(row: RowMapping) -> PilotRow:
+    return cast(PilotRow, dict(row))  # select(pilot_intakes): exactly its columns
 
 
 class PilotStore:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
 
-    def by_key(self, idempotency_key: str) -> dict[str, Any] | None:
+    def by_key(self, idempotency_key: str) -> PilotRow | None:
         with self.ledger.read() as connection:
             row = connection.execute(select(pilot_intakes).where(
                 pilot_intakes.c.idempotency_key == idempotency_key)).mappings().first()
-        return dict(row) if row is not None else None
+        return _pilot_row(row) if row is not None else None
 
-    def by_id(self, pilot_id: str) -> dict[str, Any] | None:
+    def by_id(self, pilot_id: str) -> PilotRow | None:
         with self.ledger.read() as connection:
             row = connection.execute(select(pilot_intakes).where(
                 pilot_intakes.c.pilot_id == pilot_id)).mappings().first()
-        return dict(row) if row is not None else None
+        return _pilot_row(row) if row is not None else None
 
-    def store_or_existing(self, row: dict[str, Any]) -> dict[str, Any] | None:
+    def store_or_existing(self, row: dict[str, Any]) -> PilotRow | None:
         """None when `row` was stored now; else the row already stored under its key."""
         try:
             with self.ledger.write() as connection:
@@ -56,7 +78,7 @@ class PilotStore:
                 raise LedgerUnavailable("pilot intake write failed: integrity error") from exc
             return existing
 
-    def confirm(self, pilot_id: str, now: str) -> dict[str, Any] | None:
+    def confirm(self, pilot_id: str, now: str) -> PilotRow | None:
         """Mark submitted → confirmed once (a second confirmation keeps the first time)."""
         with self.ledger.write() as connection:
             connection.execute(update(pilot_intakes).where(

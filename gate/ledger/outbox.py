@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, cast
 
-from sqlalchemy import and_, delete, func, insert, or_, select, update
+from sqlalchemy import RowMapping, and_, delete, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from gate.ledger.outbox_retention import retention_locked
@@ -31,6 +31,43 @@ from gate.ledger.tables import (
     webhook_replays,
     webhook_subscriptions,
 )
+
+
+class OutboxEventRow(TypedDict):
+    """An `event_outbox` row: the scope's event at `seq`, its CloudEvent as stored text."""
+
+    scope: str
+    seq: int
+    event_id: str
+    event_type: str
+    created_at: str
+    event_json: str
+
+
+class DeliveryAttempt(TypedDict):
+    """One post of one event to a subscription, as the ledger keeps it (`ok`, `replay`: 0 or 1):
+    a `webhook_attempts` row before the store numbers it."""
+
+    subscription_id: str
+    scope: str
+    seq: int
+    event_id: str
+    attempted_at: str
+    ok: int
+    status_code: int | None
+    latency_ms: int
+    excerpt: str
+    replay: int
+
+
+class AttemptRow(DeliveryAttempt):
+    """A stored `webhook_attempts` row: the attempt with its number."""
+
+    attempt_id: int
+
+
+def _event_row(row: RowMapping) -> OutboxEventRow:
+    return cast(OutboxEventRow, dict(row))  # select(event_outbox): exactly its columns
 
 
 class Outbox:
@@ -48,11 +85,11 @@ class Outbox:
                 .order_by(event_outbox.c.seq).limit(limit)).mappings().all()
         return [dict(r) for r in rows]
 
-    def event(self, scope: str, seq: int) -> dict[str, Any] | None:
+    def event(self, scope: str, seq: int) -> OutboxEventRow | None:
         with self.ledger.read() as connection:
             row = connection.execute(select(event_outbox).where(
                 event_outbox.c.scope == scope, event_outbox.c.seq == seq)).mappings().first()
-        return dict(row) if row else None
+        return _event_row(row) if row else None
 
     def seqs_between(self, scope: str, since: str, until: str) -> list[int]:
         with self.ledger.read() as connection:
@@ -159,11 +196,11 @@ class Outbox:
 
     # ------------------------------------------------------------------ attempts and replays
 
-    def record_attempt(self, row: Mapping[str, Any]) -> None:
+    def record_attempt(self, row: DeliveryAttempt) -> None:
         with self.ledger.write() as connection:
             connection.execute(insert(webhook_attempts).values(**row))
 
-    def delivered(self, subscription_id: str, owner: str, attempts: Sequence[Mapping[str, Any]],
+    def delivered(self, subscription_id: str, owner: str, attempts: Sequence[DeliveryAttempt],
                   values: Mapping[str, Any] | None) -> bool:
         """Attempts made and the subscription's new cursor (`values`), in one transaction; the
         subscription changes only while `owner` still holds its lease (False when it lost it)."""
@@ -176,12 +213,12 @@ class Outbox:
                 webhook_subscriptions.c.subscription_id == subscription_id,
                 webhook_subscriptions.c.lease_owner == owner).values(**values)).rowcount == 1
 
-    def attempts(self, subscription_id: str, limit: int = 200) -> list[dict[str, Any]]:
+    def attempts(self, subscription_id: str, limit: int = 200) -> list[AttemptRow]:
         with self.ledger.read() as connection:
             rows = connection.execute(select(webhook_attempts).where(
                 webhook_attempts.c.subscription_id == subscription_id)
                 .order_by(webhook_attempts.c.attempt_id.desc()).limit(limit)).mappings().all()
-        return [dict(r) for r in rows]
+        return [cast(AttemptRow, dict(r)) for r in rows]  # select(webhook_attempts): exactly its columns
 
     def attempt_totals(self, subscription_id: str) -> tuple[int, int]:
         """(attempts, successful attempts) of a subscription, over its whole life: the rows kept

@@ -81,7 +81,7 @@ def drop_partitions(connection: Connection, ranges: Mapping[str, tuple[int, int]
         return 0
     bounds = {**(kept or {}), **{scope: last for scope, (_, last) in ranges.items()}}
     values = ", ".join(f"(:s{i}, :b{i})" for i in range(len(bounds)))
-    params: dict[str, object] = {}
+    params: dict[str, str | int] = {}  # s<i>: a scope, b<i>: its bound (seq)
     for i, (scope, last) in enumerate(bounds.items()):
         params[f"s{i}"], params[f"b{i}"] = scope, last
     dropped = 0

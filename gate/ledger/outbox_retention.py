@@ -182,6 +182,18 @@ class OutboxFigures(TypedDict):
     oldest_undelivered_at: str | None
 
 
+class RetentionRow(TypedDict):
+    """A scope's `event_retention` row, as the pass reads it (locked): `counted_through` is never
+    below `pruned_through` there."""
+
+    scope: str
+    pruned_through: int
+    pruned_through_at: str | None
+    counted_through: int
+    bytes: int
+    dropped_undelivered: int
+
+
 # The stored bytes of one event row: its body at rest (compressed or not) and its keys.
 ROW_BYTES = (func.length(cast(event_outbox.c.event_json, LargeBinary)) + func.length(event_outbox.c.scope)
              + func.length(event_outbox.c.event_id) + func.length(event_outbox.c.event_type)
@@ -189,7 +201,7 @@ ROW_BYTES = (func.length(cast(event_outbox.c.event_json, LargeBinary)) + func.le
 SIZE_STEP_ROWS = 5_000  # rows a size bound takes from one scope at a time, oldest scope first
 
 
-def _retention_all_locked(connection: Connection) -> dict[str, dict[str, Any]]:
+def _retention_all_locked(connection: Connection) -> dict[str, RetentionRow]:
     """Every scope's retention row (created for a scope that has none), locked until the
     transaction ends (PostgreSQL, in scope order; SQLite's writer is alone anyway)."""
     dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
@@ -198,10 +210,12 @@ def _retention_all_locked(connection: Connection) -> dict[str, dict[str, Any]]:
     connection.execute(dialect.insert(event_retention).from_select(
         ["scope", "pruned_through", "pruned_through_at"], missing).on_conflict_do_nothing())
     rows = connection.execute(select(event_retention).order_by(event_retention.c.scope).with_for_update()).mappings()
-    found = {}
+    found: dict[str, RetentionRow] = {}
     for row in rows:
-        found[str(row["scope"])] = {**row, "counted_through": max(int(row["counted_through"]),
-                                                                  int(row["pruned_through"]))}
+        found[str(row["scope"])] = {
+            "scope": row["scope"], "pruned_through": row["pruned_through"], "pruned_through_at": row["pruned_through_at"],
+            "counted_through": max(int(row["counted_through"]), int(row["pruned_through"])),
+            "bytes": row["bytes"], "dropped_undelivered": row["dropped_undelivered"]}
     return found
 
 
@@ -221,7 +235,7 @@ def _measure(connection: Connection, ranges: Mapping[str, tuple[int, int]]) -> d
     return {str(r[0]): (int(r[1]), int(r[2] or 0), str(r[3])) for r in rows}
 
 
-def _count_new(connection: Connection, kept: Mapping[str, dict[str, Any]], heads: Mapping[str, int]) -> dict[str, int]:
+def _count_new(connection: Connection, kept: Mapping[str, RetentionRow], heads: Mapping[str, int]) -> dict[str, int]:
     """The bytes of each scope's events written since the last pass counted them."""
     measured = _measure(connection, {s: (kept[s]["counted_through"], h) for s, h in heads.items()})
     return {scope: measured[scope][1] if scope in measured else 0 for scope in heads}
@@ -257,7 +271,7 @@ def _age_bound(connection: Connection, scope: str, pruned: int, floor: int, cuto
     return int(first_new) - 1 if first_new is not None else floor
 
 
-def _size_bounds(connection: Connection, kept: Mapping[str, dict[str, Any]], heads: Mapping[str, int],
+def _size_bounds(connection: Connection, kept: Mapping[str, RetentionRow], heads: Mapping[str, int],
                  counted: Mapping[str, int], floors: Mapping[str, int], bounds: dict[str, int],
                  taken: dict[str, tuple[int, int, str]], max_bytes: int) -> tuple[dict[str, int], dict[str, tuple[int, int, str]], dict[str, int]]:
     """Move the bounds on until the kept events' bytes are within `max_bytes`: the oldest kept
@@ -281,7 +295,7 @@ def _size_bounds(connection: Connection, kept: Mapping[str, dict[str, Any]], hea
     return bounds, taken, undelivered
 
 
-def _oldest_step(connection: Connection, kept: Mapping[str, dict[str, Any]], heads: Mapping[str, int],
+def _oldest_step(connection: Connection, kept: Mapping[str, RetentionRow], heads: Mapping[str, int],
                  limits: Mapping[str, int], bounds: Mapping[str, int], excess: int) -> tuple[str, int] | None:
     """(the scope whose next kept event is the oldest, the last seq of the step it gives up):
     about the rows `excess` bytes make at the scope's mean row size, at most `SIZE_STEP_ROWS`."""
@@ -301,7 +315,7 @@ def _oldest_step(connection: Connection, kept: Mapping[str, dict[str, Any]], hea
     return scope, min(limits[scope], bounds[scope] + step)
 
 
-def _record(connection: Connection, kept: Mapping[str, dict[str, Any]], heads: Mapping[str, int],
+def _record(connection: Connection, kept: Mapping[str, RetentionRow], heads: Mapping[str, int],
             counted: Mapping[str, int], ranges: Mapping[str, tuple[int, int]],
             taken: Mapping[str, tuple[int, int, str]], undelivered: Mapping[str, int]) -> None:
     """Each scope's retention row after the pass: how far it is pruned (and the newest time

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from sqlalchemy import RowMapping, and_, select
 from sqlalchemy.engine import Connection
@@ -32,6 +32,16 @@ class StoredDecision:
     request_json: str
     # Every other column, as stored (what `gate.chain.rowseal` seals and verify compares).
     columns: dict[str, Any]
+
+
+class DecisionHashes(TypedDict):
+    """`RecordLedger.decision_hashes`: where a decision is filed, its two hashes and its stored record."""
+
+    decision_id: str
+    scope: str
+    record_hash: str
+    receipt_hash: str
+    record_json: str
 
 
 def _stored(row: RowMapping | None) -> StoredDecision | None:
@@ -106,7 +116,7 @@ class RecordLedger:
                               "rulebook_hash": record.get("policy_hash"), "created_at": record["created_at"]})
         return min(found, key=lambda known: known["created_at"]) if found else None
 
-    def decision_hashes(self, decision_ids: Sequence[str | None]) -> dict[str | None, dict[str, Any]]:
+    def decision_hashes(self, decision_ids: Sequence[str | None]) -> dict[str | None, DecisionHashes]:
         """scope, record_hash, receipt_hash and the stored record JSON of the given decisions."""
         if not decision_ids:
             return {}
@@ -116,7 +126,7 @@ class RecordLedger:
                        decisions.c.receipt_hash, decisions.c.record_json)
                 .where(decisions.c.decision_id.in_(decision_ids))
             ).mappings().all()
-        return {row["decision_id"]: dict(row) for row in rows}
+        return {row["decision_id"]: cast(DecisionHashes, dict(row)) for row in rows}  # the columns selected
 
     def confidence_counts(self, bucket: Bucket) -> ConfidenceCounts | None:
         """The confidence counts of `bucket` as stored now; None before its scope's first outcome."""

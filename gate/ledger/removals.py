@@ -17,8 +17,8 @@ signed. The outbox's counted bytes (`event_retention.bytes`) are lowered by what
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TypedDict, cast
 
 from sqlalchemy import and_, func, select, tuple_, update
 from sqlalchemy.engine import Connection
@@ -139,12 +139,23 @@ def _rewrite_events(connection: Connection, scope: str, ids: Iterable[str], sinc
     return about
 
 
-def removal(ledger: Ledger, decision_id: str) -> dict[str, Any] | None:
+class RemovalRow(TypedDict):
+    """A `decision_removals` row: a decision whose inputs were removed, why, and when."""
+
+    decision_id: str
+    scope: str
+    created_at: str  # the decision's own time
+    cause: str
+    cause_ref: str
+    removed_at: str
+
+
+def removal(ledger: Ledger, decision_id: str) -> RemovalRow | None:
     """The removal row of one decision, or None."""
     with ledger.read() as connection:
         row = connection.execute(select(decision_removals)
                                  .where(decision_removals.c.decision_id == decision_id)).mappings().first()
-    return dict(row) if row is not None else None
+    return cast(RemovalRow, dict(row)) if row is not None else None  # select(decision_removals): its columns
 
 
 def counts(ledger: Ledger, scope: str | None, since: str | None = None, until: str | None = None,
@@ -164,16 +175,16 @@ def counts(ledger: Ledger, scope: str | None, since: str | None = None, until: s
         return {str(cause): int(number) for cause, number in rows}
 
 
-def removed_ids(ledger: Ledger, scope: str | None) -> dict[str, Mapping[str, Any]]:
+def removed_ids(ledger: Ledger, scope: str | None) -> dict[str, RemovalRow]:
     """Every removed decision (of `scope`, or all) with its cause, reference and time."""
     where = [decision_removals.c.scope == scope] if scope is not None else []
     with ledger.read() as connection:
         rows = connection.execute(select(decision_removals).where(*where)).mappings().all()
-    return {row["decision_id"]: dict(row) for row in rows}
+    return {row["decision_id"]: cast(RemovalRow, dict(row)) for row in rows}  # select(decision_removals)
 
 
 def filed_after(ledger: Ledger, scope: str, after: tuple[str, str] | None, before: str,
-                limit: int) -> list[dict[str, Any]]:
+                limit: int) -> list[RemovalRow]:
     """The scope's removals filed before `before` and after the keyset `after` (`removed_at`,
     `decision_id`), in that order, at most `limit`: how a copy of the ledger (the dataset's export)
     follows them."""
@@ -183,7 +194,7 @@ def filed_after(ledger: Ledger, scope: str, after: tuple[str, str] | None, befor
     with ledger.read() as connection:
         rows = connection.execute(select(decision_removals).where(*where).order_by(
             decision_removals.c.removed_at, decision_removals.c.decision_id).limit(limit)).mappings().all()
-    return [dict(row) for row in rows]
+    return [cast(RemovalRow, dict(row)) for row in rows]  # select(decision_removals): its columns
 
 
 def count_through(ledger: Ledger, scope: str, through: tuple[str, str]) -> int:

@@ -19,11 +19,11 @@ from sqlalchemy.engine import Engine
 
 from gate.chain.rowseal import SealedDecisionRow
 from gate.ledger.api_keys import ApiKeyLedger, CapCharge
-from gate.ledger.chains import ChainAppend, ChainHead, ChainLedger, SealedDecision
+from gate.ledger.chains import ChainAppend, ChainHead, ChainLedger, ChainLinkRow, SealedDecision
 from gate.ledger.confidence import Bucket
 from gate.ledger.connection import MIGRATIONS_DIR, LedgerConnection
 from gate.ledger.decision_write import DecisionExtra, DecisionWriter, Written
-from gate.ledger.records import RecordLedger, StoredDecision
+from gate.ledger.records import DecisionHashes, RecordLedger, StoredDecision
 from gate.ledger.snapshots import SnapshotLedger, SnapshotRow, StoredSnapshot
 from gate.protocol.confidence import ConfidenceCounts
 
@@ -98,7 +98,7 @@ class Ledger(LedgerConnection):
     def bundle_hash_known(self, policy_bundle_hash: str) -> dict[str, Any] | None:
         return self.records.bundle_hash_known(policy_bundle_hash)
 
-    def decision_hashes(self, decision_ids: Sequence[str | None]) -> dict[str | None, dict[str, Any]]:
+    def decision_hashes(self, decision_ids: Sequence[str | None]) -> dict[str | None, DecisionHashes]:
         return self.records.decision_hashes(decision_ids)
 
     def confidence_counts(self, bucket: Bucket) -> ConfidenceCounts | None:
@@ -113,13 +113,13 @@ class Ledger(LedgerConnection):
     def chain_head(self, chain_id: str) -> dict[str, Any] | None:
         return self.chains.chain_head(chain_id)
 
-    def chain_links_window(self, chain_id: str, first: int, last: int) -> list[dict[str, Any]]:
+    def chain_links_window(self, chain_id: str, first: int, last: int) -> list[ChainLinkRow]:
         return self.chains.chain_links_window(chain_id, first, last)
 
-    def chain_last_link(self, chain_id: str) -> dict[str, Any] | None:
+    def chain_last_link(self, chain_id: str) -> ChainLinkRow | None:
         return self.chains.chain_last_link(chain_id)
 
-    def chain_link_for(self, decision_id: str) -> dict[str, Any] | None:
+    def chain_link_for(self, decision_id: str) -> ChainLinkRow | None:
         return self.chains.chain_link_for(decision_id)
 
     def merkle_nodes(self, chain_id: str, refs: list[tuple[int, int]]) -> dict[tuple[int, int], str]:

@@ -8,7 +8,7 @@ it returns the stored row instead, so every caller of one key answers the same b
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from sqlalchemy import and_, insert, select
 from sqlalchemy.exc import IntegrityError
@@ -17,22 +17,35 @@ from gate.errors import LedgerUnavailable
 from gate.ledger.store import Ledger
 from gate.ledger.tables import workflow_runs
 
-__all__ = ["WorkflowStore"]
+__all__ = ["WorkflowRunRow", "WorkflowStore"]
+
+
+class WorkflowRunRow(TypedDict):
+    """A `workflow_runs` row: the key a workflow result is stored under and the answer as sent."""
+
+    ticketing_system: str
+    idempotency_key: str
+    request_id: str
+    workflow: str
+    ticket_id: str
+    input_hash: str
+    created_at: str
+    response_json: str
 
 
 class WorkflowStore:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
 
-    def existing(self, ticketing_system: str, idempotency_key: str) -> dict[str, Any] | None:
+    def existing(self, ticketing_system: str, idempotency_key: str) -> WorkflowRunRow | None:
         with self.ledger.read() as connection:
             row = connection.execute(select(workflow_runs).where(and_(
                 workflow_runs.c.ticketing_system == ticketing_system,
                 workflow_runs.c.idempotency_key == idempotency_key,
             ))).mappings().first()
-        return dict(row) if row is not None else None
+        return cast(WorkflowRunRow, dict(row)) if row is not None else None  # select(workflow_runs): its columns
 
-    def store_or_existing(self, row: dict[str, Any]) -> dict[str, Any] | None:
+    def store_or_existing(self, row: dict[str, Any]) -> WorkflowRunRow | None:
         """None when `row` was stored now; else the row already stored under its key."""
         try:
             with self.ledger.write() as connection:

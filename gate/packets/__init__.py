@@ -46,6 +46,7 @@ from gate.packets.common import (
     report_hash,
 )
 from gate.packets.excerpt import ChainExcerpt, chain_window
+from gate.packets.members import ConsistencyFrom
 from gate.packets.options import PacketOptions
 
 # Private fast-path names, importable from the package path for tests/packets/test_packet_receipts.py.
@@ -66,6 +67,7 @@ __all__ = [
     "REPORT_TYPES",
     "VERIFICATION_HINTS",
     "ChainExcerpt",
+    "ConsistencyFrom",
     "PacketInputError",
     "PacketOptions",
     "PacketSourceError",

@@ -10,12 +10,18 @@ import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
-from gate.chain.links import LINK_HASH_MEMBERS, stated_audit_chain, verify_links
-from gate.chain.merkle import verify_inclusion
+from gate.chain.links import LINK_HASH_MEMBERS, ChainLink, stated_audit_chain, verify_links
+from gate.chain.merkle import Checkpoint, verify_inclusion
 from gate.chain.rowseal import RECEIPT_CHAIN_VERSION
-from gate.holds.events import HELD_VERDICT, commitment_problems, hold_events_problems
+from gate.holds.events import (
+    HELD_VERDICT,
+    HoldCommitment,
+    HoldEvent,
+    commitment_problems,
+    hold_events_problems,
+)
 from gate.keys.signing import iso_timestamp
 from gate.packets.common import (
     _COMPONENT_NAMES,
@@ -33,6 +39,7 @@ from gate.packets.excerpt import ChainExcerpt, chain_window
 from gate.packets.members import (
     AuditChain,
     ChainConsistency,
+    ConsistencyFrom,
     DecisionPacket,
     PacketManifest,
     ReceiptChainHead,
@@ -52,11 +59,13 @@ from gate.vocabulary import (
 )
 
 
-def _link_view(link: Mapping[str, Any]) -> dict[str, Any]:
-    return {name: copy.deepcopy(link.get(name)) for name in (*LINK_HASH_MEMBERS, "link_hash")}
+def _link_view(link: ChainLink) -> ChainLink:
+    """The link's own members copied, in `ChainLink` order (`LINK_HASH_MEMBERS`, then `link_hash`):
+    the store's extra members dropped."""
+    return cast(ChainLink, {name: copy.deepcopy(link.get(name)) for name in (*LINK_HASH_MEMBERS, "link_hash")})
 
 
-def _window_links(chain: ChainExcerpt, first: int, last: int) -> list[dict[str, Any]]:
+def _window_links(chain: ChainExcerpt, first: int, last: int) -> list[ChainLink]:
     """The excerpt's links, copied: PacketSourceError unless they are the links `first..last`
     of one chain, with every link member, and verify."""
     if not all(isinstance(link, Mapping) and set(link) >= _LINK_MEMBERS for link in chain.links):
@@ -70,7 +79,7 @@ def _window_links(chain: ChainExcerpt, first: int, last: int) -> list[dict[str, 
     return links
 
 
-def _check_record_link(record: Mapping[str, Any], record_link: dict[str, Any], position: int) -> None:
+def _check_record_link(record: Mapping[str, Any], record_link: ChainLink, position: int) -> None:
     """PacketSourceError unless the link at the record's position is the record's own."""
     for member in ("decision_id", "record_hash", "receipt_hash"):
         if record_link.get(member) != record.get(member):
@@ -79,8 +88,8 @@ def _check_record_link(record: Mapping[str, Any], record_link: dict[str, Any], p
         raise PacketSourceError("the record's audit_chain member is not its stored link")
 
 
-def _check_head_and_checkpoint(chain: ChainExcerpt, links: Sequence[Mapping[str, Any]], last: int,
-                               checkpoint: Mapping[str, Any]) -> None:
+def _check_head_and_checkpoint(chain: ChainExcerpt, links: Sequence[ChainLink], last: int,
+                               checkpoint: Checkpoint) -> None:
     """PacketSourceError unless a window that reaches the head ends on it, and the checkpoint is
     for this chain and size."""
     if last == chain.chain_size and (links[-1]["link_hash"] != chain.head_link_hash
@@ -99,7 +108,7 @@ def _audit_chain_member(record: Mapping[str, Any], chain: ChainExcerpt, chain_li
     links = _window_links(chain, first, last)
     record_link = links[chain.record_position - first]
     _check_record_link(record, record_link, chain.record_position)
-    checkpoint = copy.deepcopy(dict(chain.checkpoint))
+    checkpoint = copy.deepcopy(chain.checkpoint)
     _check_head_and_checkpoint(chain, links, last, checkpoint)
     leaf = record_link["leaf_hash"]
     proof = list(chain.inclusion_proof)
@@ -202,13 +211,13 @@ def _listed_parts(options: PacketOptions, given: Mapping[str, Sequence[Mapping[s
 
 
 def _manifest(options: PacketOptions, listed: _ListedParts, audit_chain: AuditChain | None,
-              intelligence: Mapping[str, Any]) -> PacketManifest:
+              intelligence_reports: int) -> PacketManifest:
     components = {
         "decision_record": 1,
         "original_input": 1 if options.include_input else 0,
         **{part: len(items) for part, items in listed.items.items()},
         "audit_chain_links": len(audit_chain["links"]) if audit_chain else 0,
-        "intelligence_reports": len(intelligence),
+        "intelligence_reports": intelligence_reports,
     }
     return {
         "canonicalization": CANONICALIZATION,
@@ -243,7 +252,7 @@ def _check_requested_parts(options: PacketOptions, original_input: Any, chain: C
         raise PacketSourceError("the audit chain was requested but is not available")
 
 
-def _consistency_member(consistency: Mapping[str, Any], audit_chain: AuditChain | None) -> ChainConsistency:
+def _consistency_member(consistency: ConsistencyFrom, audit_chain: AuditChain | None) -> ChainConsistency:
     if audit_chain is None:
         raise PacketSourceError("a consistency proof needs the audit chain")
     return consistency_member(consistency, audit_chain["checkpoint"])
@@ -262,22 +271,22 @@ class _InputMember(TypedDict, total=False):
     original_input: Any
 
 
-def _hold_members(record: Mapping[str, Any], events: Sequence[Mapping[str, Any]],
-                  commitment: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]] | None, dict[str, Any] | None]:
+def _hold_members(record: Mapping[str, Any], events: Sequence[HoldEvent],
+                  commitment: HoldCommitment | None) -> tuple[list[HoldEvent] | None, HoldCommitment | None]:
     """The packet's `hold_events` (None: no member), copied oldest first, and `hold_commitment`
     (required for a held decision, None otherwise); PacketSourceError unless the events are this
     record's and hold together, and the commitment states exactly them (signatures are the
     verifier's to check)."""
-    copied = [copy.deepcopy(dict(event)) for event in events]
+    copied = [copy.deepcopy(event) for event in events]
     problems = hold_events_problems(record, copied, None)
     if problems:
         raise PacketSourceError(f"the decision's hold events do not verify: {problems[0]}")
     if commitment is None and not copied and record.get("verdict") != HELD_VERDICT:
         return None, None
     problems = commitment_problems(commitment, record, copied)
-    if problems:
+    if problems or commitment is None:  # a missing commitment is one of the problems
         raise PacketSourceError(f"the decision's hold commitment does not state its events: {problems[0]}")
-    return copied or None, copy.deepcopy(dict(commitment or {}))
+    return copied or None, copy.deepcopy(commitment)
 
 
 class _LaterMembers(TypedDict, total=False):
@@ -288,13 +297,13 @@ class _LaterMembers(TypedDict, total=False):
     audit_chain: AuditChain
     receipt_chain_head: ReceiptChainHead
     chain_consistency: ChainConsistency
-    hold_events: list[dict[str, Any]]
-    hold_commitment: dict[str, Any]
+    hold_events: list[HoldEvent]
+    hold_commitment: HoldCommitment
 
 
 def _later_members(intelligence: dict[str, dict[str, Any]], audit_chain: AuditChain | None,
                    head: ReceiptChainHead | None, consistency: ChainConsistency | None,
-                   holds: tuple[list[dict[str, Any]] | None, dict[str, Any] | None]) -> _LaterMembers:
+                   holds: tuple[list[HoldEvent] | None, HoldCommitment | None]) -> _LaterMembers:
     later: _LaterMembers = {}
     if intelligence:
         later["policy_intelligence"] = intelligence
@@ -343,9 +352,9 @@ def build_packet(
     chain: ChainExcerpt | None = None,
     policy_intelligence: Mapping[str, Mapping[str, Any]] | None = None,
     receipt_head: Mapping[str, Any] | None = None,
-    consistency: Mapping[str, Any] | None = None,
-    hold_events: Sequence[Mapping[str, Any]] = (),
-    hold_commitment: Mapping[str, Any] | None = None,
+    consistency: ConsistencyFrom | None = None,
+    hold_events: Sequence[HoldEvent] = (),
+    hold_commitment: HoldCommitment | None = None,
 ) -> DecisionPacket:
     """The packet for the stored `record` (the full record, exactly as stored).
 
@@ -386,7 +395,7 @@ def build_packet(
     included: _InputMember = {"original_input": copy.deepcopy(original_input)} if options.include_input else {}
     later = _later_members(intelligence, audit_chain, head, chain_consistency,
                            _hold_members(record, hold_events, hold_commitment))
-    packet = _assemble(record, exported_at, _manifest(options, listed, audit_chain, intelligence), included,
+    packet = _assemble(record, exported_at, _manifest(options, listed, audit_chain, len(intelligence)), included,
                        listed, later)
     _refuse_early_export(packet)
     return {**packet, "packet_hash": sha256_hex(packet)}

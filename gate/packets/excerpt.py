@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
-from gate.chain.merkle import GetNode, inclusion_proof_from_nodes
+from gate.chain.links import ChainLink
+from gate.chain.merkle import Checkpoint, GetNode, inclusion_proof_from_nodes
 from gate.packets.common import _is_int
 
 
@@ -43,9 +43,9 @@ class ChainExcerpt:
     head_link_hash: str
     merkle_root: str
     record_position: int
-    links: tuple[Mapping[str, Any], ...]
+    links: tuple[ChainLink, ...]
     inclusion_proof: tuple[str, ...]
-    checkpoint: Mapping[str, Any]
+    checkpoint: Checkpoint
 
     @classmethod
     def from_store(
@@ -56,9 +56,9 @@ class ChainExcerpt:
         head_link_hash: str,
         merkle_root: str,
         record_position: int,
-        links: Iterable[Mapping[str, Any]],
+        links: Iterable[ChainLink],
         get_node: GetNode,
-        checkpoint: Mapping[str, Any],
+        checkpoint: Checkpoint,
     ) -> ChainExcerpt:
         """Build the excerpt, reading the audit path from a node store (`get_node(level, index)`;
         the nodes needed are `gate.chain.merkle.nodes_needed_for_inclusion(record_position - 1, chain_size)`)."""

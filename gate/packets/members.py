@@ -11,13 +11,28 @@ untrusted `Mapping`s, never as these types.
 # NotRequired members apart at runtime (tests/packets/test_packet_members.py reads them).
 from typing import Any, NotRequired, TypedDict
 
+from gate.chain.links import ChainLink
+from gate.chain.merkle import Checkpoint
+from gate.holds.events import HoldCommitment, HoldEvent
+
+
+class PacketOptionsJSON(TypedDict):
+    """`packet_manifest.options`: the export options (`PacketOptions.to_dict()`), in `_OPTION_NAMES` order."""
+
+    include_input: bool
+    include_chain: bool
+    include_intelligence: bool
+    execution_limit: int
+    outcome_limit: int
+    chain_limit: int
+
 
 class PacketManifest(TypedDict):
     """`packet_manifest`: how the packet was written and what it holds."""
 
     canonicalization: str
     hash_algorithm: str
-    options: dict[str, Any]          # PacketOptions.to_dict()
+    options: PacketOptionsJSON
     components: dict[str, int]       # count per component name
     totals: dict[str, int]           # stored count per listed part
     truncated: dict[str, bool]       # fewer exported than stored, per listed part
@@ -28,8 +43,8 @@ class ChainWindow(TypedDict):
 
     first_position: int
     last_position: int
-    previous_link_hash: Any
-    previous_merkle_root: Any
+    previous_link_hash: str | None
+    previous_merkle_root: str | None
 
 
 class InclusionProof(TypedDict):
@@ -38,7 +53,7 @@ class InclusionProof(TypedDict):
     tree_algorithm: str
     leaf_index: int
     tree_size: int
-    leaf_hash: Any
+    leaf_hash: str
     proof: list[str]
 
 
@@ -58,11 +73,11 @@ class ChainState(TypedDict):
 class AuditChain(ChainState):
     """`audit_chain`: the window of links around the record, its proof and the checkpoint."""
 
-    links: list[dict[str, Any]]
+    links: list[ChainLink]
     window: ChainWindow
     record_position: int
     inclusion_proof: InclusionProof
-    checkpoint: dict[str, Any]
+    checkpoint: Checkpoint
     verification_hints: dict[str, str]
 
 
@@ -84,7 +99,16 @@ class ChainConsistency(TypedDict):
     first: int
     second: int
     first_root: str
-    proof: list[Any]
+    proof: list[str]
+
+
+class ConsistencyFrom(TypedDict):
+    """What `build_packet` exports as `chain_consistency`, as read from the store: a witness's
+    tree size, its root, the proof."""
+
+    first: int
+    first_root: str
+    proof: list[str]
 
 
 class UnsealedPacket(TypedDict):
@@ -105,8 +129,8 @@ class UnsealedPacket(TypedDict):
     audit_chain: NotRequired[AuditChain]
     receipt_chain_head: NotRequired[ReceiptChainHead]
     chain_consistency: NotRequired[ChainConsistency]
-    hold_events: NotRequired[list[dict[str, Any]]]  # the decision's hold_event_v1 events, oldest first
-    hold_commitment: NotRequired[dict[str, Any]]  # a held decision's signed hold_commitment_v1
+    hold_events: NotRequired[list[HoldEvent]]  # the decision's hold_event_v1 events, oldest first
+    hold_commitment: NotRequired[HoldCommitment]  # a held decision's signed hold_commitment_v1
 
 
 class DecisionPacket(UnsealedPacket):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,7 @@ from gate.packets.common import (
     LIMIT_MIN,
     _is_int,
 )
+from gate.packets.members import PacketOptionsJSON
 
 _INTEGER_TEXT = re.compile(r"-?[0-9]{1,12}")
 
@@ -24,7 +25,7 @@ def _problem(field_name: str, code: str, message: str) -> dict[str, str]:
     return {"field": field_name, "code": code, "message": message}
 
 
-def _query_value(query: Mapping[str, Any], name: str) -> tuple[bool, Any]:
+def _query_value(query: Mapping[str, str | Sequence[str]], name: str) -> tuple[bool, Any]:
     """(present, value); a repeated parameter (a list of several values) is returned as is."""
     if name not in query:
         return False, None
@@ -82,7 +83,7 @@ class PacketOptions:
                 raise ValueError(f"{name} must be an integer between {LIMIT_MIN} and {LIMIT_MAX}")
 
     @classmethod
-    def from_query(cls, query: Mapping[str, Any]) -> PacketOptions:
+    def from_query(cls, query: Mapping[str, str | Sequence[str]]) -> PacketOptions:
         """Parse query parameters (a mapping of name → text, or → list of texts).
 
         Booleans: exactly `true`, `false`, `1`, `0`. Limits: decimal integers 1…1000. Absent
@@ -91,7 +92,7 @@ class PacketOptions:
         `GateError("REQUEST_INVALID", …, errors=[{field, code, message}])` with codes
         `invalid_value` (boolean), `invalid_type` (not an integer), `out_of_range`.
         """
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = {}  # keyword arguments of PacketOptions, each parsed for its field
         problems: list[dict[str, str]] = []
         for name in _OPTION_NAMES:
             present, value = _query_value(query, name)
@@ -111,5 +112,8 @@ class PacketOptions:
         limit: int = getattr(self, _LIMIT_OF[part])
         return limit
 
-    def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in _OPTION_NAMES}
+    def to_dict(self) -> PacketOptionsJSON:
+        """The options by name, in `_OPTION_NAMES` order."""
+        return {"include_input": self.include_input, "include_chain": self.include_chain,
+                "include_intelligence": self.include_intelligence, "execution_limit": self.execution_limit,
+                "outcome_limit": self.outcome_limit, "chain_limit": self.chain_limit}

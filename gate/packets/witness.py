@@ -18,9 +18,9 @@ from typing import Any
 
 from gate.chain.checkpoint_log import extension_failures, latest_checkpoint
 from gate.chain.event_witness import held_checkpoint_problems
-from gate.chain.merkle import verify_consistency
+from gate.chain.merkle import Checkpoint, verify_consistency
 from gate.packets.common import PacketSourceError, _exact_members, _is_hex64, _is_int
-from gate.packets.members import ChainConsistency
+from gate.packets.members import ChainConsistency, ConsistencyFrom
 from gate.packets.result import _State
 from gate.verify import TrustAnchors
 from gate.vocabulary import CHAIN_TREE_ALGORITHM
@@ -28,7 +28,7 @@ from gate.vocabulary import CHAIN_TREE_ALGORITHM
 CONSISTENCY_MEMBERS = frozenset({"tree_algorithm", "first", "second", "first_root", "proof"})
 
 
-def consistency_member(consistency: Mapping[str, Any], checkpoint: Mapping[str, Any]) -> ChainConsistency:
+def consistency_member(consistency: ConsistencyFrom, checkpoint: Checkpoint) -> ChainConsistency:
     """The packet's `chain_consistency` from ``{first, first_root, proof}`` read from the store;
     PacketSourceError unless the proof leads from `first_root` to the checkpoint's root."""
     first, first_root, proof = consistency.get("first"), consistency.get("first_root"), list(consistency.get("proof", ()))

@@ -18,7 +18,9 @@ from gate import vocabulary as C
 from gate.chain.links import ChainLink, verify_links
 from gate.chain.merkle import Checkpoint, leaf_node
 from gate.ledger import Ledger
+from gate.ledger.chains import ChainLinkRow
 from gate.ledger.lifecycle import LifecycleStore
+from gate.ledger.records import DecisionHashes
 from gate.packets.members import ChainState
 from gate.privacy.removal import remainder_receipt_hash, removed
 from gate.protocol.records import record_hash
@@ -203,7 +205,7 @@ def _tree_root_matches(audit: AuditChainService, chain_id: str, size: int, peaks
 
 
 def _check_snapshots(ledger: Ledger, scope: str, links: list[ChainLink],
-                     decisions: dict[str | None, dict[str, Any]], failures: list[ViewFailure]) -> bool:
+                     decisions: dict[str | None, DecisionHashes], failures: list[ViewFailure]) -> bool:
     """Each rulebook snapshot a window decision was made under, re-hashed from its stored
     body once per (rulebook id, version); a mismatch is named at every position using it."""
     seen: dict[tuple[str, str, str], SnapshotCheck | None] = {}
@@ -225,7 +227,7 @@ def _check_snapshots(ledger: Ledger, scope: str, links: list[ChainLink],
     return valid
 
 
-def _verify_window(ledger: Ledger, chain_id: str, head: dict[str, Any], rows: list[dict[str, Any]],
+def _verify_window(ledger: Ledger, chain_id: str, head: dict[str, Any], rows: list[ChainLinkRow],
                    links: list[ChainLink], previous: ChainLink | None,
                    ) -> tuple[dict[str, bool], list[ViewFailure]]:
     result = verify_links(

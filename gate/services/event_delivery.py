@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any, TypedDict
+from typing import Any
 
 from gate.clock import Clock, iso_ms
 from gate.errors import GateError
@@ -31,7 +31,7 @@ from gate.events.breaker import GONE, THROTTLE_STATUSES, Breakers
 from gate.events.cloudevent import CONTENT_TYPE, TYPE_PREFIX
 from gate.events.targets import Target, check
 from gate.events.webhook import Connections, Delivery, post
-from gate.ledger.outbox import Outbox, event_types_of
+from gate.ledger.outbox import DeliveryAttempt, Outbox, event_types_of
 from gate.services.privacy import PrivacyService
 
 log = logging.getLogger("gate.events")
@@ -47,22 +47,6 @@ Poster = Callable[[Target, Mapping[str, str], bytes], Delivery]
 def utc(text: str) -> datetime:
     """A stored ISO 8601 time (`iso_ms`'s, or one a caller gave) as an aware UTC datetime."""
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
-
-
-class DeliveryAttempt(TypedDict):
-    """One post of one event to a subscription, as the ledger keeps it (`ok`, `replay`: 0 or 1)."""
-
-    subscription_id: str
-    scope: str
-    seq: int
-    event_id: str
-    attempted_at: str
-    ok: int
-    status_code: int | None
-    latency_ms: int
-    excerpt: str
-    replay: int
-
 
 
 class WebhookDelivery:

@@ -37,6 +37,7 @@ from typing import Any
 
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger, StoredDecision
+from gate.ledger.chains import ChainLinkRow
 from gate.privacy.removal import removed, summary
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.records import record_hash
@@ -56,7 +57,7 @@ from gate.verify.ledger_rows import (
 from gate.verify.remainder import verify_remainder
 
 
-def _head_checks(ledger: Ledger, audit: AuditChainService | None, link_row: dict[str, Any] | None,
+def _head_checks(ledger: Ledger, audit: AuditChainService | None, link_row: ChainLinkRow | None,
                  head: dict[str, Any] | None) -> tuple[dict[str, bool], list[str]]:
     """`chain_head` (the head names the newest stored link and the stored tree) and, with the
     gate's checkpoint log, `checkpoint_log` (the stored tree extends the newest checkpoint it

@@ -11,10 +11,31 @@ from __future__ import annotations
 
 import pytest
 
-from gate.ledger.event_settings import EventSettingsRow
+from gate.ledger.chains import ChainLinkRow
+from gate.ledger.event_settings import AnomalyAlertRow, EventSettingsRow
 from gate.ledger.holds import HoldMove, HoldRow, QueueColumns
+from gate.ledger.lifecycle import ReceiptRow
+from gate.ledger.operations import PilotRow
+from gate.ledger.outbox import AttemptRow, OutboxEventRow
+from gate.ledger.outbox_retention import RetentionRow
 from gate.ledger.releases import EventRow, ReleaseDecisionRow, ShadowColumns
-from gate.ledger.tables import event_settings, holds, release_decisions, release_events
+from gate.ledger.removals import RemovalRow
+from gate.ledger.tables import (
+    anomaly_alerts,
+    chain_links,
+    decision_removals,
+    event_outbox,
+    event_retention,
+    event_settings,
+    holds,
+    lifecycle_receipts,
+    pilot_intakes,
+    release_decisions,
+    release_events,
+    webhook_attempts,
+    workflow_runs,
+)
+from gate.ledger.workflows import WorkflowRunRow
 
 
 def _members(typed: type) -> set[str]:
@@ -29,7 +50,10 @@ def _spelled(typed: type, name: str) -> str:
 
 @pytest.mark.parametrize(("typed", "table"), [
     (HoldRow, holds), (EventRow, release_events), (ReleaseDecisionRow, release_decisions),
-    (EventSettingsRow, event_settings)])
+    (EventSettingsRow, event_settings), (OutboxEventRow, event_outbox), (AttemptRow, webhook_attempts),
+    (RetentionRow, event_retention), (ReceiptRow, lifecycle_receipts), (PilotRow, pilot_intakes),
+    (RemovalRow, decision_removals), (WorkflowRunRow, workflow_runs), (AnomalyAlertRow, anomaly_alerts),
+    (ChainLinkRow, chain_links)])
 def test_a_typed_row_names_exactly_its_tables_columns(typed: type, table) -> None:
     assert _members(typed) == {column.name for column in table.columns}
     assert not typed.__optional_keys__  # every column is read, null or not
