@@ -212,3 +212,30 @@ def test_only_the_operator_table_and_the_vector_evaluator_spell_operator_names()
     assert set(found) >= NOT_OPERATORS  # every exception is still needed
     for module in OPERATOR_MODULES:  # and the two modules spell every operator
         assert {text for _, text in _operator_literals((ROOT / module).read_text(encoding="utf-8"), names)} == names
+
+
+# Issue 66, item 7: the untyped-mapping forms in product code (`dict`, `Mapping`, `MutableMapping`
+# or `Dict` of str to Any or object). 1,341 before the typing pass; the number only shrinks, toward
+# the issue's 600. Lower it with the code, never raise it.
+UNTYPED_MAPPINGS = 1143
+_UNTYPED = r"(?:dict|Dict|Mapping|MutableMapping)\[str, (?:Any|object)\]"
+# The one alias of those forms: a SQL row as the driver answers it, before its table's type.
+_ALIASES_ALLOWED = {("gate/ledger/prepared.py", "Row")}
+
+
+def _product_sources() -> dict[str, str]:
+    return {str(path.relative_to(ROOT)): path.read_text(encoding="utf-8")
+            for package in PRODUCT_PACKAGES for path in sorted((ROOT / package).rglob("*.py"))
+            if "migrations/versions" not in str(path)}
+
+
+def test_untyped_mappings_only_shrink():
+    found = {name: len(re.findall(_UNTYPED, text)) for name, text in _product_sources().items()}
+    assert sum(found.values()) <= UNTYPED_MAPPINGS, sorted(found.items(), key=lambda item: -item[1])[:10]
+
+
+def test_no_new_name_hides_an_untyped_mapping():
+    """A name for the form (`JsonObject = Mapping[str, Any]`) would move the count, not shrink it."""
+    alias = re.compile(rf"^(\w+)\s*(?::\s*TypeAlias\s*)?=\s*(?:{_UNTYPED})\s*$|^type\s+(\w+)\s*=\s*{_UNTYPED}", re.M)
+    named = {(name, a or b) for name, text in _product_sources().items() for a, b in alias.findall(text)}
+    assert named == _ALIASES_ALLOWED
