@@ -43,8 +43,8 @@ VALUES: dict[Any, tuple[list[Any], list[Any]]] = {
     F.observed_metrics: ([None, {}, {"rate.x": 1.5}], [{"1bad": 1}, {"m": "1"}, {"m": True}, [1]]),
     F.field_mapping: ([None, {}, {"Name": "name"}], [{" ": "name"}, {"a": ""}, {"a": 1}, "a"]),
     F.evidence_refs: ([None, [], ["ev1"]], [[""], [" "], [1], "ev1", ["ev1"] * 33]),
-    F.http_url: ([None, "https://crm.example/r/1", " http://crm.example:8080 ", ""],
-                 ["ftp://crm.example", "https://", "https://Crm.example", 5]),
+    F.http_url: ([None, "https://crm.example/r/1", " http://crm.example:8080 ", "", "HTTPS://CRM.example/r/1"],
+                 ["ftp://crm.example", "https://", "https://crm .example", 5]),
     F.result_text_or_object: ([None, "done", "", {"rows": 3}, {"ok": True, "id": "x"}],
                               [{"id": ""}, {"1x": 1}, {"a": None}, [1], 2]),
 }
