@@ -7,7 +7,10 @@ every check and, for each failed one, why it failed. Standard library only (offl
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gate.packets.result import PacketReport
 
 __all__ = ["is_packet", "packet_report"]
 
@@ -28,22 +31,23 @@ def _short(value: Any, width: int = 72) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _why(result: dict[str, Any], name: str) -> list[str]:
+def _why(result: PacketReport, name: str) -> list[str]:
     """Reasons for one failed check: its details, else its expected/actual values."""
     reasons = list(result.get("details", {}).get(name) or [])
     if reasons:
         return reasons
     if name in result.get("expected", {}):
         return [f"expected {_short(result['expected'][name])}, got {_short(result.get('actual', {}).get(name))}"]
-    if name.startswith("record.") and isinstance(result.get("record"), dict):
+    record = result.get("record")
+    if name.startswith("record.") and isinstance(record, dict):
         inner = name[len("record."):]
-        record = result["record"]
-        if inner in record.get("expected", {}):
-            return [f"expected {_short(record['expected'][inner])}, got {_short(record.get('actual', {}).get(inner))}"]
+        for compared, expected in record["expected"].items():  # keyed by check name: one matches at most
+            if compared == inner:
+                return [f"expected {_short(expected)}, got {_short(record['actual'].get(compared))}"]
     return []
 
 
-def packet_report(result: dict[str, Any]) -> str:
+def packet_report(result: PacketReport) -> str:
     """Multi-line report of a packet verification result dict."""
     verdict = "VERIFIED" if result.get("verified") else "NOT VERIFIED"
     lines = [f"packet for decision {result.get('decision_id')}: {verdict}"]

@@ -31,9 +31,10 @@ from gate.vocabulary import MIGRATION_MANIFEST_VERSION
 from gate_cli.help import Subparsers
 
 if TYPE_CHECKING:
+    from gate.packets.result import PacketReport
     from gate.releases.governance import ChangeSummary
     from gate.verify import TrustAnchors
-    from gate.verify.result import VerificationResult
+    from gate.verify.result import VerificationReport, VerificationResult
 
 # The chains' verifiers (and the JSON Schemas of the settings they check) load with the command
 # that verifies one, not with `gate --help` (issue 68).
@@ -173,6 +174,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     held = _checkpoint_log(args.checkpoints)
     if held is not None and not packet:
         raise GateError("VERIFY_INPUT_UNREADABLE", "--checkpoints applies to packets (a record carries no tree)")
+    result: PacketReport | VerificationReport
     if packet:
         result = verify_packet(record, anchors=anchors, original_input=original, checkpoint_log=held).to_dict()
         text = packet_report(result)

@@ -15,33 +15,35 @@ from typing import Any, Required, TypedDict
 
 from gate.protocol.types import RulebookContract
 from gate.services.periodic import WorkerHealth
-from gate.verify.result import CheckValue
+from gate.verify.result import CheckValue, Compared
 
 __all__ = ["KeyRegistryAnswer", "ReceiptAnswer", "ResolutionAnswer", "RouteVerification",
            "StatusAnswer", "route_verification"]
 
 
 class RouteVerification(TypedDict, total=False):
-    """`Route.verification`: the record's offline verification (`VerificationResult.to_dict()`),
-    only `verified` and `failed_checks` when the record was too malformed to verify; with a decide
-    by reference, `input_hash` replaced (`notes` say so); routed on a hold's resolution, with the
-    resolution's own check (`resolution`: `gate.holds.events.ResolutionCheck.to_json()`)."""
+    """`Route.verification`: the record's offline verification (`VerificationResult.to_dict()`,
+    `gate.verify.result.VerificationReport`, member for member: a test holds the two equal), only
+    `verified` and `failed_checks` when the record was too malformed to verify (so every member is
+    optional here); with a decide by reference, `input_hash` replaced (`notes` say so); routed on
+    a hold's resolution, with the resolution's own check (`resolution`:
+    `gate.holds.events.ResolutionCheck.to_json()`), the one member it adds."""
 
     verification_version: str
     verified: bool
     integrity_valid: bool
     authenticity_valid: bool
     key_source: str | None
-    decision_id: Any  # as the record states it
+    decision_id: Any  # as the record states it (untrusted)
     record_kind: str
-    signature_algorithm: Any
-    key_id: Any
+    signature_algorithm: Any  # as the record states it (untrusted)
+    key_id: Any  # as the record states it (untrusted)
     checks: dict[str, CheckValue]
     failed_checks: list[str]
-    expected: dict[str, object]
-    actual: dict[str, object]
+    expected: dict[Compared, object]
+    actual: dict[Compared, object]
     notes: list[str]
-    resolution: dict[str, Any]
+    resolution: dict[str, bool | str | list[str] | None]
 
 
 def route_verification(verification: Mapping[str, Any] | None) -> RouteVerification:

@@ -4,10 +4,33 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from gate.packets.common import PACKET_CHECKS
+from gate.verify.result import VerificationReport
 from gate.vocabulary import DECISION_PACKET_VERSION, VERIFICATION_RESULT_VERSION
+
+
+class PacketReport(TypedDict):
+    """`PacketVerification.to_dict()`: the result as JSON (`POST /api/packet/verify` without `ok`,
+    `gate verify --json` on a packet), in this member order."""
+
+    verification_version: str
+    artifact: str
+    verified: bool
+    integrity_valid: bool
+    authenticity_valid: bool
+    key_source: str | None
+    checkpoint_key_source: str | None
+    decision_id: Any  # as the packet states it (untrusted)
+    packet_hash: Any  # as the packet states it (untrusted)
+    checks: dict[str, bool | None]
+    failed_checks: list[str]
+    details: dict[str, list[str]]
+    record: VerificationReport | None
+    expected: dict[str, Any]
+    actual: dict[str, Any]
+    notes: list[str]
 
 
 @dataclass(frozen=True)
@@ -23,7 +46,7 @@ class PacketVerification:
     key_source: str | None
     checks: dict[str, bool | None]
     failed_checks: tuple[str, ...]
-    record: dict[str, Any] | None
+    record: VerificationReport | None
     expected: dict[str, Any]
     actual: dict[str, Any]
     details: dict[str, list[str]] = field(default_factory=dict)
@@ -32,7 +55,7 @@ class PacketVerification:
     checkpoint_key_source: str | None = None
     notes: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PacketReport:
         return {
             "verification_version": VERIFICATION_RESULT_VERSION,
             "artifact": DECISION_PACKET_VERSION,

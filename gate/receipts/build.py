@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from gate.errors import GateError
 from gate.protocol.canonical import sha256_hex
@@ -41,6 +41,7 @@ from gate.receipts.hashing import (
     SYNC_HASH_MEMBERS,
     hash_preimage,
 )
+from gate.receipts.kinds import CrmSyncRecord, ExecutionReceipt, OutcomeRecord
 from gate.receipts.validation import (
     request_input_hash,
     validate_crm_sync_request,
@@ -149,7 +150,7 @@ def build_execution_receipt(
     idempotency_key: str | None,
     reported_at: str,
     execution_input_hash: str | None = None,
-) -> dict[str, object]:
+) -> ExecutionReceipt:
     """The stored Action Execution Receipt (`decision_execution_v1`).
 
     `action_binding` is the supplied one, else the one derived from action_taken /
@@ -169,7 +170,9 @@ def build_execution_receipt(
         execution_input_hash=_input_hash("execution_input_hash", execution_input_hash, body),
         reported_at=_server_text("reported_at", reported_at),
     )
-    return _seal(members, EXECUTION_HASH_MEMBERS, "execution_hash")
+    # The validated request's members, the record's and the ones set above, compacted: the shape
+    # `ExecutionReceipt` states (tests/receipts/test_receipt_kinds.py builds one of each).
+    return cast(ExecutionReceipt, _seal(members, EXECUTION_HASH_MEMBERS, "execution_hash"))
 
 
 def check_execution_link(fields: Mapping[str, Any], lookup: ExecutionLookup | None) -> dict[str, str]:
@@ -205,7 +208,7 @@ def build_outcome_record(
     reported_at: str,
     outcome_input_hash: str | None = None,
     execution_lookup: ExecutionLookup | None = None,
-) -> dict[str, object]:
+) -> OutcomeRecord:
     """The stored Outcome Record (`decision_outcome_v1`); `action_binding` is the record's.
 
     With `execution_receipt_id` and `execution_hash` in the body, `execution_lookup` must find
@@ -221,7 +224,8 @@ def build_outcome_record(
         outcome_input_hash=_input_hash("outcome_input_hash", outcome_input_hash, body),
         reported_at=_server_text("reported_at", reported_at),
     )
-    return {**_seal(members, OUTCOME_HASH_MEMBERS, "outcome_hash"), **link}
+    # As the execution receipt's: the shape `OutcomeRecord` states, the link last.
+    return cast(OutcomeRecord, {**_seal(members, OUTCOME_HASH_MEMBERS, "outcome_hash"), **link})
 
 
 def build_crm_sync_record(
@@ -232,7 +236,7 @@ def build_crm_sync_record(
     idempotency_key: str | None,
     reported_at: str,
     sync_input_hash: str | None = None,
-) -> dict[str, object]:
+) -> CrmSyncRecord:
     """The stored CRM sync record (`decision_crm_sync_v1`): mapped field names and the CRM
     object reference, never credentials."""
     record, _, members = _start(record, body, validate_crm_sync_request, CRM_SYNC_RECORD_MISMATCH,
@@ -243,4 +247,5 @@ def build_crm_sync_record(
         sync_input_hash=_input_hash("sync_input_hash", sync_input_hash, body),
         reported_at=_server_text("reported_at", reported_at),
     )
-    return _seal(members, SYNC_HASH_MEMBERS, "sync_hash")
+    # As the execution receipt's: the shape `CrmSyncRecord` states.
+    return cast(CrmSyncRecord, _seal(members, SYNC_HASH_MEMBERS, "sync_hash"))

@@ -51,7 +51,7 @@ class Kind:
     hash_field: str
     wrapper: str
     list_name: str
-    build: Callable[..., dict[str, Any]]
+    build: Callable[..., Mapping[str, Any]]  # a `gate.receipts.kinds` receipt of the kind
     input_hash_kw: str
 
 
@@ -80,7 +80,7 @@ KINDS: dict[str, Kind] = {
 
 @dataclass(frozen=True, slots=True)
 class LifecycleResult:
-    receipt: dict[str, Any]
+    receipt: Mapping[str, Any]  # built (a `gate.receipts.kinds` receipt) or replayed from the ledger
     idempotency_status: str  # created | replayed
 
 
@@ -243,7 +243,7 @@ class LifecycleService:
         return [json.loads(row["receipt_json"]) for row in rows], self.store.count(decision_id, kind.name)
 
 
-def _outcome_move(kind: Kind, scope: str, record: Mapping[str, Any], receipt: dict[str, Any],
+def _outcome_move(kind: Kind, scope: str, record: Mapping[str, Any], receipt: Mapping[str, Any],
                   row: dict[str, Any]) -> OutcomeMove | None:
     """How an Outcome Record moves its decision in the confidence counters (None for the other
     kinds, and for records without a policy). The bucket is the decision's own record."""

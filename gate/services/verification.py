@@ -33,7 +33,7 @@ offline checks say.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger, StoredDecision
@@ -55,6 +55,26 @@ from gate.verify.ledger_rows import (
     receipt_chain_failures,
 )
 from gate.verify.remainder import verify_remainder
+from gate.verify.result import VerificationReport
+
+
+class _Removed(TypedDict, total=False):
+    """What only some stored decisions answer: a remainder's removal (`gate.privacy.removal.summary`)
+    and the rulebook snapshot's check (`SnapshotCheck` without `valid`, which is in `checks`)."""
+
+    inputs_removed: dict[str, str]
+    rulebook_snapshot: dict[str, str | None]
+
+
+class StoredVerification(VerificationReport, _Removed):
+    """`verify_stored_decision`: the record's offline verification with the ledger's checks added
+    to `checks` and `failed_checks` (a failing one makes `integrity_valid` and `verified` false),
+    then what only the ledger shows; the body of `GET|POST /api/decision/{id}/verify` without `ok`."""
+
+    source: Literal["supplied", "ledger"]
+    receipt_failures: list[str]
+    ledger_column_mismatches: list[str]
+    chain_failures: list[str]
 
 
 def _head_checks(ledger: Ledger, audit: AuditChainService | None, link_row: ChainLinkRow | None,
@@ -88,7 +108,7 @@ def _hash_checks(stored: StoredDecision, record: dict[str, Any], request: Any) -
 
 def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup | LiveSigning, stored: StoredDecision, *,
                            supplied: dict[str, Any] | None = None, original: dict[str, Any] | None = None,
-                           public_key: str | None = None, audit: AuditChainService | None = None) -> dict[str, Any]:
+                           public_key: str | None = None, audit: AuditChainService | None = None) -> StoredVerification:
     """The verification body (without `ok`) for a stored decision, or for a `supplied` record
     checked against it; `original` overrides the stored request for the input-hash check;
     `audit` (the gate's chain service) adds the check against its checkpoint log."""
@@ -103,10 +123,9 @@ def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup
                                original_input=original if original is not None or gone else stored_request)
     else:
         result = verify_remainder(stored_record, anchors, public_key)
-    body = {**result.to_dict(), "decision_id": decision_id,
-            "source": "supplied" if supplied is not None else "ledger"}
+    report, extra = result.to_dict(), _Removed()
     if gone is not None:
-        body["inputs_removed"] = summary(gone)
+        extra["inputs_removed"] = summary(gone)
         if supplied is not None and record_hash(supplied) == stored.record_hash:
             stored_record = supplied  # the body the caller kept is the one the row's hashes name
     with ledger.one_snapshot():  # the chain head, links, receipts and their heads as of one instant
@@ -122,7 +141,7 @@ def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup
         snapshot = rulebook_snapshot_check(ledger, stored.scope, stored_record)
         if snapshot is not None:
             ledger_checks["rulebook_snapshot"] = snapshot["valid"]
-            body["rulebook_snapshot"] = {name: snapshot[name] for name in ("rulebook_id", "version", "expected", "actual")}
+            extra["rulebook_snapshot"] = {name: snapshot[name] for name in ("rulebook_id", "version", "expected", "actual")}
         receipt_failures = lifecycle.integrity_failures(decision_id, stored_record)
         ledger_checks["lifecycle_receipts"] = not receipt_failures
         chained, total = lifecycle.store.chained(decision_id, limit=RECEIPT_CHAIN_WINDOW)
@@ -132,12 +151,13 @@ def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup
     if supplied is not None:
         ledger_checks["matches_ledger"] = (supplied.get("record_hash") == stored.record_hash
                                            and record_hash(supplied) == stored.record_hash)
-    body["checks"] = {**body["checks"], **ledger_checks}
-    body["failed_checks"] = sorted(set(body.get("failed_checks", []))
-                                   | {name for name, ok in ledger_checks.items() if ok is False})
-    body["receipt_failures"] = sorted(set(receipt_failures) | set(chain_failures))
-    body["ledger_column_mismatches"] = mismatched
-    body["chain_failures"] = head_failures
+    body: StoredVerification = {  # the report's members in place, then the ledger's
+        **report, "decision_id": decision_id, "source": "supplied" if supplied is not None else "ledger", **extra,
+        "checks": {**report["checks"], **ledger_checks},
+        "failed_checks": sorted(set(report["failed_checks"]) | {name for name, ok in ledger_checks.items() if ok is False}),
+        "receipt_failures": sorted(set(receipt_failures) | set(chain_failures)),
+        "ledger_column_mismatches": mismatched, "chain_failures": head_failures,
+    }
     if any(ok is False for ok in ledger_checks.values()):
         body["integrity_valid"] = False
         body["verified"] = False

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from gate.vocabulary import VERIFICATION_RESULT_VERSION
 
@@ -95,6 +95,26 @@ class CheckResult:
 NOTHING_CHECKED = CheckResult()
 
 
+class VerificationReport(TypedDict):
+    """`VerificationResult.to_dict()`: the result as JSON (the verify endpoint's body without `ok`,
+    the `record` member of a packet's verification, `gate verify --json`), in this member order."""
+
+    verification_version: str
+    verified: bool
+    integrity_valid: bool
+    authenticity_valid: bool
+    key_source: str | None
+    decision_id: Any  # as the record states it (untrusted)
+    record_kind: str
+    signature_algorithm: Any  # as the record states it (untrusted)
+    key_id: Any  # as the record states it (untrusted)
+    checks: dict[str, CheckValue]  # a `CheckName` each; the hosted verification adds the ledger's
+    failed_checks: list[str]  # as `checks`
+    expected: dict[Compared, object]
+    actual: dict[Compared, object]
+    notes: list[str]
+
+
 @dataclass(frozen=True, slots=True)
 class VerificationResult:
     verified: bool
@@ -111,7 +131,7 @@ class VerificationResult:
     key_id: Any = None
     notes: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> VerificationReport:
         return {
             "verification_version": VERIFICATION_RESULT_VERSION,
             "verified": self.verified,
@@ -122,7 +142,7 @@ class VerificationResult:
             "record_kind": self.record_kind,
             "signature_algorithm": self.signature_algorithm,
             "key_id": self.key_id,
-            "checks": dict(self.checks),
+            "checks": dict(self.checks.items()),
             "failed_checks": list(self.failed_checks),
             "expected": dict(self.expected),
             "actual": dict(self.actual),

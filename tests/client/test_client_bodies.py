@@ -6,7 +6,11 @@ the gate adds, drops or renames fails here, not in a caller's type checker.
 
 from __future__ import annotations
 
+import typing
+
+from gate.holds.events import ResolutionCheck
 from gate.services.periodic import WorkerHealth
+from gate.verify.result import VerificationReport
 from gate_client.bodies import (
     AdvisoryModes,
     Fix,
@@ -76,3 +80,11 @@ def test_a_route_verification_states_the_verifier_members(client, issue_key):
     # every member of the type but the resolution's check (added on a hold's route) is the verifier's
     assert RouteVerification.__optional_keys__ - set(verification) == {"resolution"}
 
+
+
+def test_a_route_verification_is_the_verifiers_report_and_the_resolutions_check():
+    # one shape: the route's copy differs only in that every member may be missing, and in `resolution`
+    hints = typing.get_type_hints(RouteVerification)
+    assert hints.pop("resolution") == typing.get_type_hints(ResolutionCheck.to_json)["return"]
+    assert hints == typing.get_type_hints(VerificationReport)
+    assert list(hints) == list(VerificationReport.__annotations__)  # in the verifier's member order

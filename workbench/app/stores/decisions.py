@@ -11,7 +11,7 @@ import polars as pl
 from gate.chain.links import chain_id_for
 from gate.services.chains import inclusion_for
 from gate.services.lifecycle import KINDS
-from gate.services.verification import verify_stored_decision
+from gate.services.verification import StoredVerification, verify_stored_decision
 from workbench.app.stores.shared import StoreShared
 from workbench.dataset.convert import facts_of
 from workbench.dataset.load import scan_table
@@ -92,7 +92,7 @@ class DecisionReads:
             "verification": verify_stored_decision(self.store.ledger, self.store.lifecycle, self.store.signing, stored),
         }
 
-    def verify(self, scope: str, decision_id: str) -> dict[str, Any] | None:
+    def verify(self, scope: str, decision_id: str) -> StoredVerification | None:
         """A fresh hosted verification (the API's `GET /api/decision/{id}/verify` body)."""
         stored = self.store.ledger.decision(scope, decision_id)
         if stored is None:

@@ -14,7 +14,7 @@ from gate.principals import Permissions, Principal
 from gate.services.hold_reads import HoldPage, HoldView, SimilarHold
 from gate.services.hold_writes import HoldStep
 from gate.services.lifecycle import KINDS
-from gate.services.verification import verify_stored_decision
+from gate.services.verification import StoredVerification, verify_stored_decision
 from workbench.app.ruletable import reads
 from workbench.app.stores.shared import StoreShared
 
@@ -58,7 +58,7 @@ class HoldDetail(TypedDict):
     hold: HoldView
     events: list[HoldEvent]
     rule: HeldBy
-    verification: dict[str, Any]  # gate.services.verification.verify_stored_decision's body
+    verification: StoredVerification
     hold_events: HoldEventsCheck
     resolution: dict[str, Any] | None  # gate.holds.events.ResolutionCheck.to_json(), once closed
     similar: list[SimilarOutcome] | None  # None until `similar_holds` read them
