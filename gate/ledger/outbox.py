@@ -21,7 +21,7 @@ from sqlalchemy import RowMapping, and_, delete, func, insert, or_, select, upda
 from sqlalchemy.dialects import postgresql, sqlite
 
 from gate.ledger.outbox_retention import retention_locked
-from gate.ledger.outbox_write import append_event
+from gate.ledger.outbox_write import OutboxRow, append_event
 from gate.ledger.store import Ledger
 from gate.ledger.tables import (
     event_outbox,
@@ -31,17 +31,6 @@ from gate.ledger.tables import (
     webhook_replays,
     webhook_subscriptions,
 )
-
-
-class OutboxEventRow(TypedDict):
-    """An `event_outbox` row: the scope's event at `seq`, its CloudEvent as stored text."""
-
-    scope: str
-    seq: int
-    event_id: str
-    event_type: str
-    created_at: str
-    event_json: str
 
 
 class DeliveryAttempt(TypedDict):
@@ -66,8 +55,8 @@ class AttemptRow(DeliveryAttempt):
     attempt_id: int
 
 
-def _event_row(row: RowMapping) -> OutboxEventRow:
-    return cast(OutboxEventRow, dict(row))  # select(event_outbox): exactly its columns
+def _event_row(row: RowMapping) -> OutboxRow:
+    return cast(OutboxRow, dict(row))  # select(event_outbox): exactly its columns
 
 
 class Outbox:
@@ -85,7 +74,7 @@ class Outbox:
                 .order_by(event_outbox.c.seq).limit(limit)).mappings().all()
         return [dict(r) for r in rows]
 
-    def event(self, scope: str, seq: int) -> OutboxEventRow | None:
+    def event(self, scope: str, seq: int) -> OutboxRow | None:
         with self.ledger.read() as connection:
             row = connection.execute(select(event_outbox).where(
                 event_outbox.c.scope == scope, event_outbox.c.seq == seq)).mappings().first()

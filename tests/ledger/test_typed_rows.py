@@ -16,8 +16,9 @@ from gate.ledger.event_settings import AnomalyAlertRow, EventSettingsRow
 from gate.ledger.holds import HoldMove, HoldRow, QueueColumns
 from gate.ledger.lifecycle import ReceiptRow
 from gate.ledger.operations import PilotRow
-from gate.ledger.outbox import AttemptRow, OutboxEventRow
+from gate.ledger.outbox import AttemptRow
 from gate.ledger.outbox_retention import RetentionRow
+from gate.ledger.outbox_write import OutboxRow
 from gate.ledger.releases import EventRow, ReleaseDecisionRow, ShadowColumns
 from gate.ledger.removals import RemovalRow
 from gate.ledger.tables import (
@@ -50,7 +51,7 @@ def _spelled(typed: type, name: str) -> str:
 
 @pytest.mark.parametrize(("typed", "table"), [
     (HoldRow, holds), (EventRow, release_events), (ReleaseDecisionRow, release_decisions),
-    (EventSettingsRow, event_settings), (OutboxEventRow, event_outbox), (AttemptRow, webhook_attempts),
+    (EventSettingsRow, event_settings), (OutboxRow, event_outbox), (AttemptRow, webhook_attempts),
     (RetentionRow, event_retention), (ReceiptRow, lifecycle_receipts), (PilotRow, pilot_intakes),
     (RemovalRow, decision_removals), (WorkflowRunRow, workflow_runs), (AnomalyAlertRow, anomaly_alerts),
     (ChainLinkRow, chain_links)])
