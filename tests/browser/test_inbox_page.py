@@ -74,7 +74,7 @@ def inbox(tmp_path_factory, oidc_provider):  # noqa: F811
     (home / "client-secret").write_text(client_secret + "\n")
     (home / "grants.json").write_text(json.dumps({"groups": {
         "gate-approvers": {SCOPE: ["reviewer"]}, "gate-viewers": {SCOPE: ["viewer"]}}}))
-    server = Workbench(home, ["--oidc-issuer", oidc_provider.issuer, "--oidc-client-id", client_id,
+    server = Workbench(home, ["--oidc-issuer", oidc_provider.issuer, f"--oidc-client-id={client_id}",
                               "--oidc-client-secret-file", str(home / "client-secret"),
                               "--oidc-scopes", "openid profile groups", "--grants", str(home / "grants.json")],
                        port=port, ready="/logout")

@@ -78,7 +78,7 @@ def test_the_request_comes_first_in_the_inbox_the_e_mail_and_slack(tmp_path, sig
     client_id, client_secret = oidc_provider.register(f"http://127.0.0.1:{port}/login")
     (home / "client-secret").write_text(client_secret + "\n")
     (home / "grants.json").write_text(json.dumps({"groups": {"gate-approvers": {SCOPE: ["reviewer"]}}}))
-    server = Workbench(home, ["--oidc-issuer", oidc_provider.issuer, "--oidc-client-id", client_id,
+    server = Workbench(home, ["--oidc-issuer", oidc_provider.issuer, f"--oidc-client-id={client_id}",
                               "--oidc-client-secret-file", str(home / "client-secret"),
                               "--oidc-scopes", "openid profile groups", "--grants", str(home / "grants.json")],
                        port=port, ready="/logout")

@@ -67,7 +67,7 @@ def desk(tmp_path_factory, oidc_provider):  # noqa: F811
     (home / "grants.json").write_text(json.dumps({"groups": {
         "gate-approvers": {TRIAGE: ["reviewer"], LIVE: ["reviewer"]},
         "gate-authors": {TRIAGE: ["reviewer"], LIVE: ["reviewer"]}}}))
-    server = Workbench(home, ["--oidc-issuer", oidc_provider.issuer, "--oidc-client-id", client_id,
+    server = Workbench(home, ["--oidc-issuer", oidc_provider.issuer, f"--oidc-client-id={client_id}",
                               "--oidc-client-secret-file", str(home / "client-secret"),
                               "--oidc-scopes", "openid profile groups", "--grants", str(home / "grants.json")],
                        port=port, ready="/logout")

@@ -53,7 +53,7 @@ def governed(tmp_path_factory, oidc_provider):  # noqa: F811
     (home / "grants.json").write_text(json.dumps({"groups": {
         "gate-authors": {SCOPE: ["author", "releaser"]}, "gate-approvers": {SCOPE: ["approver"]},
         "gate-viewers": {SCOPE: ["viewer"]}}}))
-    server = Workbench(home, ["--refresh", "--oidc-issuer", oidc_provider.issuer, "--oidc-client-id", client_id,
+    server = Workbench(home, ["--refresh", "--oidc-issuer", oidc_provider.issuer, f"--oidc-client-id={client_id}",
                               "--oidc-client-secret-file", str(home / "client-secret"),
                               "--oidc-scopes", "openid profile groups", "--grants", str(home / "grants.json")],
                        port=port, ready="/logout")

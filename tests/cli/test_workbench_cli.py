@@ -57,6 +57,8 @@ def test_authentication_without_grants_is_refused(tmp_path):
     (["--oidc-issuer", "http://127.0.0.1:9", "--oidc-client-id", "wb", "--basic-auth", "USERS", "--grants", "GRANTS"],
      "either --basic-auth or --oidc-issuer"),
     (["--oidc-issuer", "http://127.0.0.1:9", "--oidc-client-id", "wb"], "sign-in needs --grants FILE"),
+    # a provider's generated id may begin with "-" (oidc-provider's nanoid): given with "=", it parses
+    (["--oidc-issuer", "http://127.0.0.1:9", "--oidc-client-id=-wb"], "sign-in needs --grants FILE"),
 ])
 def test_unusable_openid_connect_settings_are_refused_in_one_line(tmp_path, extra, message):
     users, grants = tmp_path / "users.json", tmp_path / "grants.json"
