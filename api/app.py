@@ -16,6 +16,7 @@ from api.auth import Authenticator
 from api.ci import CIPrincipals
 from api.errors import ERROR_TABLE, error_response, refusal
 from api.limits import RateLimiter, make_rate_limiter
+from api.mcp_servers import mcp_servers
 from api.metrics import init_metrics, record_guardrail_trip, record_webhook_attempt
 from api.openapi import docs_document, openapi_document
 from api.public_limits import init_public_limits
@@ -31,6 +32,7 @@ from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.privacy.logs import install as install_log_masking
 from gate.services.analytics import Analytics, NoAnalytics
+from gate.services.policychecks import PolicyCheckService
 from gate.services.root import decision_services, ledger_of, live_signing, serving_services
 from gate.settings import Settings, SettingsError
 
@@ -60,9 +62,11 @@ def create_app(
     signing: SigningSetup | LiveSigning | None = None,
     adapters: AdapterRegistry | None = None,
     analytics: Analytics | None = None,
+    policychecks: PolicyCheckService | None = None,
 ) -> Flask:
     """The API: the core's services over the ledger of `settings`, its routes, request checks and
     error bodies. The keyword arguments replace a part (tests, benchmarks); None builds it from `settings`.
+    `policychecks`: the policy checks' tables and rulebooks (tests); None, the shipped ones.
     `analytics`: the report engines the report, packet and policy-alert routes compute with,
     handed in by the composition root above the API and the workbench (`gate_cli.served_app`); None, the
     API alone, which answers each report 503 `REPORTS_UNAVAILABLE` (the API imports no analytics)."""
@@ -82,7 +86,7 @@ def create_app(
     if isinstance(app.json, DefaultJSONProvider):  # Flask's own provider, the one it always installs
         app.json.sort_keys = False
     runtime = _runtime(settings, ledger, signing, clock=clock, ids=ids, limiter=limiter, adapters=adapters,
-                       analytics=analytics or NoAnalytics())
+                       analytics=analytics or NoAnalytics(), policychecks=policychecks)
     app.extensions["gate"] = runtime
     _mount_routes(app, runtime)
     _install_request_checks(app, settings, signing)
@@ -92,14 +96,15 @@ def create_app(
 
 def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSigning, *, clock: Clock | None,
              ids: IdSource | None, limiter: RateLimiter | None, adapters: AdapterRegistry | None,
-             analytics: Analytics) -> GateRuntime:
+             analytics: Analytics, policychecks: PolicyCheckService | None) -> GateRuntime:
     """The core's services and background workers the routes are given (`GateRuntime.route_services`), all
     built by the core's composition root (`gate.services.root`) with the serving settings, the
     guardrail and webhook hooks and the analytics' anomaly report (the policy alerts' source);
     this shell adds only its own: the rate limiter and the keys' check."""
     core = decision_services(ledger, signing, settings=settings, clock=clock, ids=ids, adapters=adapters,
                              on_trip=record_guardrail_trip, on_attempt=record_webhook_attempt)
-    serving = serving_services(core, ledger, signing, settings, anomalies=analytics.anomalies)
+    serving = serving_services(core, ledger, signing, settings, anomalies=analytics.anomalies,
+                               policychecks=policychecks)
     clock = core.decisions.clock
     return GateRuntime(
         settings=settings, ledger=ledger, signing=signing, service=core.decisions, releases=core.release_service(),
@@ -107,6 +112,7 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSig
         scope_events=serving.scope_events, keys=serving.keys, replays=serving.replays, pilots=serving.pilots,
         proof_metrics=serving.proof_metrics, policy_alerts=serving.policy_alerts, analytics=analytics,
         privacy=serving.privacy, subjects=serving.subjects, erasures=serving.erasures,
+        policychecks=serving.policychecks, workflows=serving.workflows, mcp_servers=mcp_servers(serving.policychecks),
         hold_sweeper=serving.hold_sweeper, dispatcher=serving.dispatcher,
         limiter=limiter or make_rate_limiter(settings.redis_url),
         auth=Authenticator(ledger, settings.plans, cache_ms=settings.api_key_cache_ms,

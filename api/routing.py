@@ -193,7 +193,6 @@ class Routes:
         self.name = name
         self._import_name = import_name
         self._blueprints: list[str] = [name]
-        self._setup: list[Callable[[Flask], None]] = []
         self.declared: list[Declared] = []
 
     @property
@@ -220,16 +219,9 @@ class Routes:
         rule, name = flask_rule(endpoints[0].path, converters), name or view.__name__
         self.declared.append(Declared(f"{blueprint}.{name}", rule, view, endpoints))
 
-    def setup(self, function: Callable[[Flask], None]) -> Callable[[Flask], None]:
-        """Decorate what the module needs done on the app before its routes are mounted."""
-        self._setup.append(function)
-        return function
-
     def mount(self, app: Flask, services: Mapping[str, object]) -> None:
-        """Run the module's setup, then register its blueprints (in the order they were made),
-        each view given the services it names from `services` (`given`)."""
-        for function in self._setup:
-            function(app)
+        """Register the module's blueprints (in the order they were made), each view given the
+        services it names from `services` (`given`)."""
         blueprints = {name: Blueprint(name, self._import_name) for name in self._blueprints}
         mounted = [replace(declared, view=given(declared.view, services)) for declared in self.declared]
         for declared in mounted:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from functools import wraps
 from typing import Concatenate, ParamSpec, TypeVar
@@ -13,6 +13,7 @@ from flask import Response, current_app, request
 from api.auth import REALM, Authenticator, AuthFailure
 from api.errors import error_response
 from api.limits import RateLimiter
+from api.mcp import McpEndpoint
 from gate import vocabulary as C
 from gate.errors import GateError
 from gate.keys.config import LiveSigning, SigningSetup
@@ -27,11 +28,13 @@ from gate.services.keys import KeyService
 from gate.services.lifecycle import LifecycleService
 from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
 from gate.services.periodic import PeriodicWorker
+from gate.services.policychecks import PolicyCheckService
 from gate.services.privacy import PrivacyService
 from gate.services.releases import ReleaseService
 from gate.services.replay import ReplayService
 from gate.services.scope_events import ScopeEventService
 from gate.services.subjects import SubjectService
+from gate.services.workflows import WorkflowService
 from gate.settings import Settings
 
 P = ParamSpec("P")
@@ -67,6 +70,9 @@ class GateRuntime:
     # and the workbench (gate_cli.served_app); without them, every report answers 503 REPORTS_UNAVAILABLE.
     analytics: Analytics
     erasures: ErasureService  # a data subject erased, governed by two holders (issue 67, item 4)
+    policychecks: PolicyCheckService  # the four advisory checks and the helpdesks' workflows over them
+    workflows: WorkflowService
+    mcp_servers: Mapping[str, McpEndpoint]  # by key: "all" or a service (api.mcp_servers)
     dispatcher: Dispatcher | None = None  # started by `gate serve` in each worker; None: dispatch is off
     hold_sweeper: PeriodicWorker | None = None  # started by `gate serve` in each worker; None: dispatch is off
 

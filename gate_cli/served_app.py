@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from gate.keys.config import LiveSigning, SigningSetup
     from gate.ledger import Ledger
     from gate.services.analytics import Analytics
+    from gate.services.policychecks import PolicyCheckService
     from gate.settings import Settings
 
 __all__ = ["analytics", "create_app"]
@@ -44,10 +45,11 @@ def analytics() -> Analytics | None:
 
 def create_app(settings: Settings | None = None, *, ledger: Ledger | None = None, clock: Clock | None = None,
                ids: IdSource | None = None, limiter: RateLimiter | None = None,
-               signing: SigningSetup | LiveSigning | None = None, adapters: AdapterRegistry | None = None) -> Flask:
+               signing: SigningSetup | LiveSigning | None = None, adapters: AdapterRegistry | None = None,
+               policychecks: PolicyCheckService | None = None) -> Flask:
     """The served app: `api.app.create_app` with the workbench's analytics when installed; the
     keyword arguments replace a part as they do there (tests, benchmarks)."""
     from api.app import create_app as api_app
 
     return api_app(settings, ledger=ledger, clock=clock, ids=ids, limiter=limiter, signing=signing,
-                   adapters=adapters, analytics=analytics())
+                   adapters=adapters, analytics=analytics(), policychecks=policychecks)

@@ -180,12 +180,13 @@ def make_app(gate_env):
 
     apps = []
 
-    def factory(env: dict | None = None, *, clock=None, **overrides):
-        """`clock`: the one clock every service of the app reads (as `gate serve` passes its own)."""
+    def factory(env: dict | None = None, *, clock=None, policychecks=None, **overrides):
+        """`clock`: the one clock every service of the app reads (as `gate serve` passes its own);
+        `policychecks`: the policy checks' service, in place of the shipped tables."""
         settings = Settings.from_env({**gate_env, **(env or {})})
         if overrides:
             settings = settings.with_(**overrides)
-        app = create_app(settings, clock=clock)
+        app = create_app(settings, clock=clock, policychecks=policychecks)
         app.testing = True
         apps.append(app)
         return app

@@ -374,10 +374,9 @@ def _replay(c, path, body, statement=None):
 
 
 def _policycheck_undecided(c):
-    from tests.policychecks.support import install, undecided_service
+    from tests.policychecks.support import undecided_service
 
-    app = c.make_app()
-    install(app, undecided_service(c.request.getfixturevalue("tmp_path")))
+    app = c.make_app(policychecks=undecided_service(c.request.getfixturevalue("tmp_path")))
     return app.test_client().post("/api/v1/refund/eligibility", json={"vendor": "adobe", "days_since_purchase": 1})
 
 # Extra members each body must carry (beyond c, v, error, message).

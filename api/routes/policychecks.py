@@ -17,15 +17,14 @@ error object (JSON-RPC error or the gate's error body), never a verdict.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from flask import Flask, Response, current_app, request
+from flask import Response, request
 
-from api import mcp_holds
 from api.client_limits import client_limit
 from api.errors import carry_headers, json_response
 from api.jsonio import read_json
-from api.mcp import ExtraTool, McpEndpoint
+from api.mcp import McpEndpoint
 from api.mcp_http import MAX_BODY_BYTES, MAX_DEPTH, serve_mcp
 from api.routing import BODY_ERRORS, MEDIA, RATE_HEADERS, Endpoint, Routes
 from gate.errors import GateError
@@ -41,12 +40,6 @@ _NOT_POST = ("get", "put", "patch", "delete")
 
 routes = Routes("policychecks", __name__)
 CHECK_ERRORS = BODY_ERRORS + ("SVC_API_RATE_LIMITED", "RATE_LIMITER_UNAVAILABLE", "POLICY_CHECK_UNDECIDED")
-_MCP_FACTORIES = "policychecks.mcp"  # app.extensions: each MCP endpoint's factory, by key ("all" or a service)
-
-
-def checks() -> PolicyCheckService:
-    service: PolicyCheckService = current_app.extensions["policychecks"]  # set by init_app
-    return service
 
 
 # ---------------------------------------------------------------------------- MCP
@@ -71,9 +64,9 @@ def _mcp_endpoints(path: str) -> tuple[Endpoint, ...]:
     return (served, *refused)
 
 
-def _mcp_view(key: str) -> Callable[[], Response]:
-    def mcp() -> Response:
-        return serve_mcp(current_app.extensions[_MCP_FACTORIES][key]())
+def _mcp_view(key: str) -> Callable[..., Response]:
+    def mcp(*, mcp_servers: Mapping[str, McpEndpoint]) -> Response:
+        return serve_mcp(mcp_servers[key])
 
     return mcp
 
@@ -85,7 +78,7 @@ for _key, _prefix in (("all", ""), *((spec.service, MCP_PREFIXES[spec.service]) 
 
 # ---------------------------------------------------------------------------- REST twins and sources
 
-def _rest_check(tool: str) -> Response:
+def _rest_check(tool: str, policychecks: PolicyCheckService) -> Response:
     headers = client_limit("policycheck")
     carry_headers(headers)  # a refusal answers the rate headers too
     body = read_json(request, MAX_BODY_BYTES, max_depth=MAX_DEPTH)
@@ -93,15 +86,15 @@ def _rest_check(tool: str) -> Response:
         raise GateError("REQUEST_INVALID", "the body must be a JSON object of the check's arguments",
                         errors=[{"field": "body", "code": "invalid_type", "message": "must be an object"}])
     try:
-        result = checks().check(tool, body)
+        result = policychecks.check(tool, body)
     except ArgumentsInvalid as invalid:  # a Signal, answered here in REST's words
         raise GateError("REQUEST_INVALID", f"invalid arguments: {invalid}", errors=invalid.errors) from None
     return json_response(200, result, headers)
 
 
 def _register_rest(spec: CheckSpec) -> None:
-    def view() -> Response:
-        return _rest_check(spec.tool)
+    def view(*, policychecks: PolicyCheckService) -> Response:
+        return _rest_check(spec.tool, policychecks)
 
     routes.add(view, Endpoint(
         "post", spec.rest_path, f"REST twin of the `{spec.tool}` MCP tool: the body is its arguments, the answer its "
@@ -120,35 +113,5 @@ for _spec in CHECKS:
     "get", "/rules/policy-sources.json", "Vendor policy table sources: every row's source URL, notes, "
     "last-verified date and source hash, with table and rulebook versions.", False, {200: "policy sources"},
     tags=("policy-checks",), budget="public"))
-def policy_sources() -> Response:
-    return json_response(200, checks().sources(), {"Cache-Control": "public, max-age=300"})
-
-
-# ---------------------------------------------------------------------------- wiring
-
-@routes.setup
-def init_app(app: Flask, service: PolicyCheckService | None = None) -> None:
-    """Load the checks (tables and rulebooks validated now: a bad file stops the app) and make the
-    MCP endpoints' factories, before the routes are mounted."""
-    gate_clock = app.extensions["gate"].service.clock
-    app.extensions["policychecks"] = service or PolicyCheckService(clock=gate_clock)
-    endpoints: dict[str, McpEndpoint] = {}
-
-    def endpoint(key: str, tools: tuple[str, ...], name: str, title: str,
-                 extra: dict[str, ExtraTool] | None = None) -> Callable[[], McpEndpoint]:
-        def factory() -> McpEndpoint:
-            current = checks()
-            cached = endpoints.get(key)
-            if cached is None or cached.checks is not current:
-                cached = endpoints[key] = McpEndpoint(current, tools, name, title, extra)
-            return cached
-
-        return factory
-
-    app.extensions[_MCP_FACTORIES] = {
-        "all": endpoint("all", tuple(s.tool for s in CHECKS), "decision-gate-policy-checks",
-                        "Decision Gate policy checks",
-                        {mcp_holds.TOOL: ExtraTool(mcp_holds.DEFINITION, mcp_holds.call, mcp_holds.ToolRefused)}),
-        **{spec.service: endpoint(spec.service, (spec.tool,), f"decision-gate-{spec.service}-check",
-                                  f"Decision Gate {spec.title}") for spec in CHECKS},
-    }
+def policy_sources(*, policychecks: PolicyCheckService) -> Response:
+    return json_response(200, policychecks.sources(), {"Cache-Control": "public, max-age=300"})

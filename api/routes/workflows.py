@@ -29,10 +29,9 @@ from api.client_limits import client_limit
 from api.errors import carry_headers
 from api.jsonio import read_json
 from api.mcp_http import MAX_BODY_BYTES, MAX_DEPTH
-from api.routes.policychecks import CHECK_ERRORS, checks
+from api.routes.policychecks import CHECK_ERRORS
 from api.routing import MEDIA, RATE_HEADERS, WORKFLOW_REQUEST_HEADERS, Endpoint, Routes
 from gate.errors import GateError
-from gate.ledger import Ledger
 from gate.services.operations import token_matches
 from gate.services.policychecks import ArgumentsInvalid
 from gate.services.workflows import (
@@ -109,18 +108,17 @@ def _read_request(ticketing_system: str, workflow: str) -> WorkflowRequest:
                            "LEDGER_UNAVAILABLE"),
     request_body="WorkflowRequest", response_headers=RATE_HEADERS + ("x-idempotency-status", "x-request-id"),
     request_headers=tuple(WORKFLOW_REQUEST_HEADERS), tags=("workflows",)))
-def run_workflow(ticketing_system: str, workflow: str, *, ledger: Ledger, settings: Settings) -> Response:
+def run_workflow(ticketing_system: str, workflow: str, *, workflows: WorkflowService, settings: Settings) -> Response:
     headers = client_limit("workflow")
     carry_headers(headers)  # a refusal (POLICY_CHECK_UNDECIDED among them) answers the rate headers too
     _refuse_route(ticketing_system, workflow, settings.workflow_token)
-    service = WorkflowService(ledger, checks())
-    service.tool(workflow)  # an unknown check service fails here, before the body is read
+    workflows.tool(workflow)  # an unknown check service fails here, before the body is read
     try:
         run = _read_request(ticketing_system, workflow)
-        ticket, result = service.evaluate(run)
+        ticket, result = workflows.evaluate(run)
     except ArgumentsInvalid as invalid:  # a Signal, answered here in REST's words
         raise GateError("REQUEST_INVALID", f"invalid workflow body: {invalid}", errors=invalid.errors) from None
-    answer = service.store_answer(run, ticket, result)
+    answer = workflows.store_answer(run, ticket, result)
     return _raw(answer, headers)
 
 

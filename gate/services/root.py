@@ -40,12 +40,14 @@ if TYPE_CHECKING:  # the services bring the ledger (SQLAlchemy): loaded when the
     from gate.services.lifecycle import LifecycleService
     from gate.services.operations import AnomalySource, PilotService, PolicyAlertService, ProofMetricsService
     from gate.services.periodic import PeriodicWorker
+    from gate.services.policychecks import PolicyCheckService
     from gate.services.privacy import PrivacyService
     from gate.services.release_reads import Snapshots
     from gate.services.releases import ReleaseService
     from gate.services.replay import ReplayService
     from gate.services.scope_events import ScopeEventService
     from gate.services.subjects import SubjectService
+    from gate.services.workflows import WorkflowService
 
 __all__ = ["DecisionServices", "ServingServices", "advisory_service", "compose_events", "decision_services",
            "erasure_service", "event_service", "hold_service", "key_service", "ledger_of", "live_signing",
@@ -385,23 +387,30 @@ class ServingServices:
     privacy: PrivacyService
     subjects: SubjectService  # a data subject's decisions, holds and events (issue 67, item 5)
     erasures: ErasureService  # a data subject erased, governed by two holders (issue 67, item 4)
+    policychecks: PolicyCheckService  # the four advisory checks (MCP, REST twins, policy sources)
+    workflows: WorkflowService  # the helpdesks' workflows over those checks
     dispatcher: Dispatcher | None
     hold_sweeper: PeriodicWorker | None
 
 
 def serving_services(core: DecisionServices, ledger: Ledger, signing: SigningSetup | LiveSigning,
-                     settings: Settings, *, anomalies: AnomalySource) -> ServingServices:
+                     settings: Settings, *, anomalies: AnomalySource,
+                     policychecks: PolicyCheckService | None = None) -> ServingServices:
     """What the serving process adds over `core` (composed with releases), on its clock:
     `anomalies` is the anomaly report the policy alerts read (the shell's report engine: the core
     imports no Polars); the dispatcher runs the events out, the scheduled reports and the
-    reviewers' channels; the hold sweeper expires and escalates held actions on time."""
+    reviewers' channels; the hold sweeper expires and escalates held actions on time.
+    `policychecks` replaces the shipped checks (tests); None loads them now, so a bad table or
+    rulebook stops the app before it serves."""
     from gate.services.erasure import ErasureService
     from gate.services.holds import hold_sweeper
     from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
+    from gate.services.policychecks import PolicyCheckService
     from gate.services.removal import InputRemoval
     from gate.services.replay import ReplayService
     from gate.services.scope_events import ScopeEventService
     from gate.services.subjects import SubjectService
+    from gate.services.workflows import WorkflowService
 
     releases, clock = core.release_service(), core.decisions.clock
     policy_alerts = PolicyAlertService(ledger, clock, anomalies, max_age_days=settings.policy_source_max_age_days,
@@ -413,7 +422,9 @@ def serving_services(core: DecisionServices, ledger: Ledger, signing: SigningSet
         raise LookupError("the serving services need the core composed with the settings")
     dispatch = settings.events_dispatch
     subjects = SubjectService(ledger, privacy)
+    checks = policychecks or PolicyCheckService(clock=clock)
     return ServingServices(privacy=privacy, subjects=subjects,
+        policychecks=checks, workflows=WorkflowService(ledger, checks),
         erasures=ErasureService(subjects, core.governance, InputRemoval(ledger, clock)),
         scope_events=scope_events, keys=key_service(ledger, signing, clock, governance=core.governance),
         replays=ReplayService(core.decisions), pilots=PilotService(ledger, clock),

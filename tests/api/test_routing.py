@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -67,6 +67,10 @@ def test_each_view_is_given_the_services_its_parameters_name_and_type(app):
             elif getattr(hint, "_is_protocol", False):  # a Protocol (Analytics): every member it states
                 members = [member for member in vars(hint) if not member.startswith("_")]
                 assert members and all(callable(getattr(value, m, None)) for m in members), (d.name, name)
+            elif typing.get_origin(hint) is Mapping:  # the MCP servers: a mapping, and every item of its kind
+                key, item = typing.get_args(hint)
+                assert isinstance(value, typing.get_origin(hint)) and value, (d.name, name)
+                assert all(isinstance(k, key) and isinstance(v, item) for k, v in value.items()), (d.name, name)
             else:
                 assert isinstance(value, hint), (d.name, name, hint)
 

@@ -23,7 +23,3 @@ def undecided_service(directory: Path) -> PolicyCheckService:
     rulebook["input_schema"]["required"].append("never_supplied")
     path.write_text(json.dumps(rulebook))
     return PolicyCheckService(target)
-
-
-def install(app, service: PolicyCheckService) -> None:
-    app.extensions["policychecks"] = service

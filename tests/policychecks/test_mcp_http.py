@@ -7,7 +7,7 @@ import json
 import pytest
 
 from api.mcp import PROTOCOL_VERSIONS
-from tests.policychecks.support import install, undecided_service
+from tests.policychecks.support import undecided_service
 
 ALL_TOOLS = {"refund_eligibility", "cancellation_penalty", "return_eligibility", "trial_terms"}
 PREFIXES = {"/refund": "refund_eligibility", "/cancel": "cancellation_penalty", "/return": "return_eligibility",
@@ -195,14 +195,14 @@ def test_internal_errors_are_32603_never_a_result(app, monkeypatch):
     def explode(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(app.extensions["policychecks"], "check", explode)
+    monkeypatch.setattr(app.extensions["gate"].policychecks, "check", explode)
     body = error_of(rpc(app.test_client(), "tools/call", {"name": "trial_terms", "arguments": {"vendor": "x"}}),
                     200, -32603)
     assert "boom" not in json.dumps(body)
 
 
-def test_a_check_without_a_verdict_is_a_tool_error_without_structured_content(app, tmp_path):
-    install(app, undecided_service(tmp_path))
+def test_a_check_without_a_verdict_is_a_tool_error_without_structured_content(make_app, tmp_path):
+    app = make_app(policychecks=undecided_service(tmp_path))
     result = rpc(app.test_client(), "tools/call", {"name": "refund_eligibility",
                                                    "arguments": {"vendor": "adobe", "days_since_purchase": 1}}).json["result"]
     assert result["isError"] is True and "structuredContent" not in result

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gate.policychecks.tables import SERVICES, load_tables
-from tests.policychecks.support import install, undecided_service
+from tests.policychecks.support import undecided_service
 
 TWINS = [
     ("/api/v1/refund/eligibility", "refund_eligibility", {"vendor": "Target", "days_since_purchase": 91}, "DENIED"),
@@ -65,8 +65,8 @@ def test_rest_twin_rate_limit_shares_the_client_window_with_mcp(make_app):
     assert response.json["retry_after"] >= 1 and "Retry-After" in response.headers
 
 
-def test_rest_twin_without_a_verdict_is_500_never_a_result(app, tmp_path):
-    install(app, undecided_service(tmp_path))
+def test_rest_twin_without_a_verdict_is_500_never_a_result(make_app, tmp_path):
+    app = make_app(policychecks=undecided_service(tmp_path))
     response = app.test_client().post("/api/v1/refund/eligibility", json={"vendor": "adobe", "days_since_purchase": 1})
     assert (response.status_code, response.json["error"]) == (500, "POLICY_CHECK_UNDECIDED")
     assert response.json["c"] == "unclear"

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import func, select
 
 from gate.ledger.tables import decisions, workflow_runs
-from tests.policychecks.support import WORKFLOW_BODY, install, undecided_service
+from tests.policychecks.support import WORKFLOW_BODY, undecided_service
 
 TOKEN = "wf-token-" + "x" * 24
 
@@ -199,8 +199,8 @@ def test_never_a_decision_record(app):
         assert connection.execute(select(func.count()).select_from(decisions)).scalar_one() == 0
 
 
-def test_no_verdict_is_500_and_stores_nothing(app, tmp_path):
-    install(app, undecided_service(tmp_path))
+def test_no_verdict_is_500_and_stores_nothing(make_app, tmp_path):
+    app = make_app(policychecks=undecided_service(tmp_path))
     response = post(app.test_client())
     assert (response.status_code, response.json["error"]) == (500, "POLICY_CHECK_UNDECIDED")
     assert runs(app) == 0

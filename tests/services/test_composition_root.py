@@ -21,7 +21,7 @@ PRODUCT = ("gate", "gate_client", "api", "gate_cli", "workbench")
 SERVICES = frozenset({
     "DecisionService", "ReleaseService", "HoldService", "LifecycleService", "AuditChainService", "EventService",
     "ScopeEventService", "KeyService", "PilotService", "PolicyAlertService", "ProofMetricsService",
-    "ReplayService", "Dispatcher", "hold_sweeper", "SubjectService",
+    "ReplayService", "Dispatcher", "hold_sweeper", "SubjectService", "PolicyCheckService", "WorkflowService",
 })
 HOME = "gate/services/root.py"
 # Commands that still build the one service they run, each with its own arguments on purpose or
