@@ -309,8 +309,8 @@ _DOCUMENT_ONLY = ("title", "description")
 def input_schema(spec: CheckSpec) -> ObjectSchema:
     """The tool's arguments as `gate/bodies/policy-check-<service>.schema.json` states them, its
     one home (the REST twin's OpenAPI component is the same file), less the document's title and
-    description. Argument checking stays with `validate_arguments`, which lists every problem;
-    tests/core/test_check_body_schemas.py holds the two to accept the same arguments."""
+    description and the refusal annotations: the same file is the arguments' one check
+    (`validate_arguments`, which lists every problem)."""
     stated = bodies.openapi_schema(f"policy-check-{spec.service}")
     return cast(ObjectSchema, {key: value for key, value in stated.items() if key not in _DOCUMENT_ONLY})
 

@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from gate.errors import GateError
 
@@ -48,6 +48,14 @@ _LISTED = ("allOf", "anyOf", "oneOf", "dependentSchemas")
 _IN_PLACE = ("if", "then", "else", "not", "propertyNames")
 
 
+
+
+class ErrorItem(TypedDict):
+    """One problem of a body, as a refusal's `errors` lists it."""
+
+    field: str
+    code: str
+    message: str
 
 
 def _whole_number(_checker: Any, instance: Any) -> bool:
@@ -247,7 +255,7 @@ def check(name: str, body: Any, code: str) -> None:
         raise GateError(code, refusal(name, error), **({"errors": items} if items else {}))
 
 
-def error_items(name: str, error: ValidationError) -> list[dict[str, str]]:
+def error_items(name: str, error: ValidationError) -> list[ErrorItem]:
     """The `errors` items the answering node's `x-error` states for this failure ([]: none)."""
     node, where, keyword = _answering_node(schema(name), error)
     item = _keyed(node.get("x-error") if isinstance(node, Mapping) else None, keyword)
@@ -257,6 +265,31 @@ def error_items(name: str, error: ValidationError) -> list[dict[str, str]]:
         return [{"field": member, "code": item["code"], "message": item["message"]}
                 for member in _unknown(node, error.instance)]
     return [{"field": item.get("field") or path_text(where) or "$", "code": item["code"], "message": item["message"]}]
+
+
+def problems(name: str, body: Any) -> list[ErrorItem]:
+    """Every problem of `body` against `<name>`, one item per member ([]: it passes), for a refusal
+    that names them all at once (the policy checks' arguments): each failure's item is its node's
+    `x-error` (a missing member's is its own node's, by `required`); the members the body's top
+    level does not know come first (sorted), then the declared members in the schema's order, each
+    once (its first failure), and a body that is not an object is its top level's one item."""
+    document, found = schema(name), dict[str, ErrorItem]()
+    for error in validator(name).iter_errors(body):
+        for item in _items_of(name, error, body):
+            found.setdefault(item["field"], item)
+    order = {member: rank for rank, member in enumerate(document.get("properties", {}))}
+    return sorted(found.values(), key=lambda item: (item["field"] in order, order.get(item["field"], 0),
+                                                    item["field"]))
+
+
+def _items_of(name: str, error: ValidationError, body: Any) -> list[ErrorItem]:
+    """The items of one failure: a `required` failure at the top, one per member missing."""
+    if error.validator == "required" and not error.absolute_path and isinstance(body, Mapping):
+        members = schema(name).get("properties", {})
+        return [{"field": member, "code": stated["code"], "message": stated["message"]}
+                for member in error.validator_value if member not in body
+                for stated in (_keyed(members.get(member, {}).get("x-error"), "required"),) if stated]
+    return error_items(name, error)
 
 
 def _unknown(node: Mapping[str, Any], instance: Any) -> list[str]:
@@ -364,6 +397,7 @@ def path_text(path: Sequence[Any]) -> str:
 __all__ = [
     "EVENT_DATA",
     "MAX_MESSAGE",
+    "ErrorItem",
     "EventDataInvalid",
     "check",
     "check_event_data",
@@ -376,6 +410,7 @@ __all__ = [
     "openapi_schema",
     "path_text",
     "plain_message",
+    "problems",
     "quick_event_check",
     "refusal",
     "schema",

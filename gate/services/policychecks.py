@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gate.bodies import ErrorItem, problems
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import CodedError, RulebookInvalid, Signal
 from gate.policychecks.tables import (
@@ -50,8 +51,7 @@ __all__ = [
 ]
 
 DEFAULT_REGION = "US"
-MAX_DAYS = 36_500
-_VENDOR_MAX, _PLAN_MAX = 100, 64
+MAX_DAYS = 36_500  # the schema's maximum (tests/core/test_check_body_schemas.py holds them equal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +89,7 @@ class ArgumentsInvalid(Signal, ValueError):
     shell answers it in its own words (REQUEST_INVALID naming the body or the arguments; MCP's
     invalid params)."""
 
-    def __init__(self, errors: list[dict[str, str]]) -> None:
+    def __init__(self, errors: list[ErrorItem]) -> None:
         super().__init__("; ".join(f"{e['field']}: {e['message']}" for e in errors))
         self.errors = errors
 
@@ -228,50 +228,26 @@ class PolicyCheckService:
 def validate_arguments(spec: CheckSpec, arguments: Any) -> dict[str, Any]:
     """The normalized arguments `{vendor, region, plan[, days_since_purchase]}` or ArgumentsInvalid.
 
-    `vendor` and `plan` are normalized ids (`"Best Buy"` → `"best-buy"`); `region` is an
+    The check's schema (`gate/bodies/policy-check-<service>.schema.json`) is the one check: every
+    problem it finds is listed (`gate.bodies.problems`), unknown arguments first (closed input,
+    like rulebooks). A null is a wrong value like any other, never an absent member. What a schema
+    cannot say stays here: a number of days must be finite (a caller in process may pass NaN).
+    Then `vendor` and `plan` are normalized ids (`"Best Buy"` → `"best-buy"`); `region` is an
     ISO 3166 alpha-2 code, upper-cased, default "US"; a missing `plan` means the vendor's
-    any-plan row (`"*"`). Unknown arguments are refused (closed input, like rulebooks).
+    any-plan row (`"*"`).
     """
-    if not isinstance(arguments, dict):
-        raise ArgumentsInvalid([{"field": "arguments", "code": "invalid_type", "message": "must be an object"}])
-    allowed = ("vendor", "region", "plan") + (("days_since_purchase",) if spec.uses_days else ())
-    errors = [{"field": name, "code": "unknown_field", "message": f"unknown argument (allowed: {', '.join(allowed)})"}
-              for name in sorted(arguments) if name not in allowed]
-    inputs: dict[str, Any] = {}
-    vendor = arguments.get("vendor")
-    if vendor is None:
-        errors.append({"field": "vendor", "code": "required", "message": "vendor is required"})
-    elif not isinstance(vendor, str) or not 1 <= len(vendor) <= _VENDOR_MAX or not normalize_id(vendor):
-        errors.append({"field": "vendor", "code": "invalid_value",
-                       "message": f"a vendor name of 1 to {_VENDOR_MAX} characters with a letter or digit"})
-    else:
-        inputs["vendor"] = normalize_id(vendor)
-    region = arguments.get("region", DEFAULT_REGION)
-    if not isinstance(region, str) or len(region) != 2 or not region.isascii() or not region.isalpha():
-        errors.append({"field": "region", "code": "invalid_value", "message": "a two-letter region code such as US"})
-    else:
-        inputs["region"] = region.upper()
-    plan = arguments.get("plan")
-    if "plan" not in arguments:  # absent, not null: null is refused below like any non-string
-        inputs["plan"] = ANY_PLAN
-    elif not isinstance(plan, str) or not 1 <= len(plan) <= _PLAN_MAX or not normalize_id(plan):
-        errors.append({"field": "plan", "code": "invalid_value",
-                       "message": f"a plan name of 1 to {_PLAN_MAX} characters with a letter or digit"})
-    else:
-        inputs["plan"] = normalize_id(plan)
-    if spec.uses_days:
-        days = arguments.get("days_since_purchase")
-        if days is None:
-            errors.append({"field": "days_since_purchase", "code": "required",
-                           "message": "days_since_purchase is required"})
-        elif (isinstance(days, bool) or not isinstance(days, (int, float)) or not math.isfinite(days)
-              or not 0 <= days <= MAX_DAYS):
-            errors.append({"field": "days_since_purchase", "code": "invalid_value",
-                           "message": f"a number of days from 0 to {MAX_DAYS}"})
-        else:
-            inputs["days_since_purchase"] = days
+    errors = problems(f"policy-check-{spec.service}", arguments)
+    days = arguments.get("days_since_purchase") if spec.uses_days and isinstance(arguments, dict) else None
+    if isinstance(days, float) and not math.isfinite(days):  # the last member: its item comes last
+        errors.append({"field": "days_since_purchase", "code": "invalid_value",
+                       "message": f"a number of days from 0 to {MAX_DAYS}"})
     if errors:
         raise ArgumentsInvalid(errors)
+    inputs: dict[str, Any] = {"vendor": normalize_id(arguments["vendor"]),
+                              "region": arguments.get("region", DEFAULT_REGION).upper(),
+                              "plan": normalize_id(arguments["plan"]) if "plan" in arguments else ANY_PLAN}
+    if spec.uses_days:
+        inputs["days_since_purchase"] = days
     return inputs
 
 
