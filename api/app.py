@@ -33,7 +33,13 @@ from gate.ledger import Ledger
 from gate.privacy.logs import install as install_log_masking
 from gate.services.analytics import Analytics, NoAnalytics
 from gate.services.policychecks import PolicyCheckService
-from gate.services.root import decision_services, ledger_of, live_signing, serving_services
+from gate.services.root import (
+    decision_services,
+    ledger_of,
+    live_signing,
+    policy_check_services,
+    serving_services,
+)
 from gate.settings import Settings, SettingsError
 
 log = logging.getLogger("gate.api")
@@ -103,16 +109,16 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSig
     this shell adds only its own: the rate limiter and the keys' check."""
     core = decision_services(ledger, signing, settings=settings, clock=clock, ids=ids, adapters=adapters,
                              on_trip=record_guardrail_trip, on_attempt=record_webhook_attempt)
-    serving = serving_services(core, ledger, signing, settings, anomalies=analytics.anomalies,
-                               policychecks=policychecks)
+    serving = serving_services(core, ledger, signing, settings, anomalies=analytics.anomalies)
     clock = core.decisions.clock
+    checks, workflows = policy_check_services(ledger, clock, policychecks)
     return GateRuntime(
         settings=settings, ledger=ledger, signing=signing, service=core.decisions, releases=core.release_service(),
         events=core.events, holds=core.holds, lifecycle=core.lifecycle, audit=core.audit,
         scope_events=serving.scope_events, keys=serving.keys, replays=serving.replays, pilots=serving.pilots,
         proof_metrics=serving.proof_metrics, policy_alerts=serving.policy_alerts, analytics=analytics,
         privacy=serving.privacy, subjects=serving.subjects, erasures=serving.erasures,
-        policychecks=serving.policychecks, workflows=serving.workflows, mcp_servers=mcp_servers(serving.policychecks),
+        policychecks=checks, workflows=workflows, mcp_servers=mcp_servers(checks),
         hold_sweeper=serving.hold_sweeper, dispatcher=serving.dispatcher,
         limiter=limiter or make_rate_limiter(settings.redis_url),
         auth=Authenticator(ledger, settings.plans, cache_ms=settings.api_key_cache_ms,

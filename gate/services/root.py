@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # the services bring the ledger (SQLAlchemy): loaded when the
 
 __all__ = ["DecisionServices", "ServingServices", "advisory_service", "compose_events", "decision_services",
            "erasure_service", "event_service", "hold_service", "key_service", "ledger_of", "live_signing",
-           "release_service", "serving_services", "signing_setup", "subject_service"]
+           "policy_check_services", "release_service", "serving_services", "signing_setup", "subject_service"]
 
 # A webhook delivery attempted: (delivered, retried), the serving process's metrics (api.metrics).
 AttemptHook = Callable[[bool, bool], None]
@@ -387,30 +387,23 @@ class ServingServices:
     privacy: PrivacyService
     subjects: SubjectService  # a data subject's decisions, holds and events (issue 67, item 5)
     erasures: ErasureService  # a data subject erased, governed by two holders (issue 67, item 4)
-    policychecks: PolicyCheckService  # the four advisory checks (MCP, REST twins, policy sources)
-    workflows: WorkflowService  # the helpdesks' workflows over those checks
     dispatcher: Dispatcher | None
     hold_sweeper: PeriodicWorker | None
 
 
 def serving_services(core: DecisionServices, ledger: Ledger, signing: SigningSetup | LiveSigning,
-                     settings: Settings, *, anomalies: AnomalySource,
-                     policychecks: PolicyCheckService | None = None) -> ServingServices:
+                     settings: Settings, *, anomalies: AnomalySource) -> ServingServices:
     """What the serving process adds over `core` (composed with releases), on its clock:
     `anomalies` is the anomaly report the policy alerts read (the shell's report engine: the core
     imports no Polars); the dispatcher runs the events out, the scheduled reports and the
-    reviewers' channels; the hold sweeper expires and escalates held actions on time.
-    `policychecks` replaces the shipped checks (tests); None loads them now, so a bad table or
-    rulebook stops the app before it serves."""
+    reviewers' channels; the hold sweeper expires and escalates held actions on time."""
     from gate.services.erasure import ErasureService
     from gate.services.holds import hold_sweeper
     from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
-    from gate.services.policychecks import PolicyCheckService
     from gate.services.removal import InputRemoval
     from gate.services.replay import ReplayService
     from gate.services.scope_events import ScopeEventService
     from gate.services.subjects import SubjectService
-    from gate.services.workflows import WorkflowService
 
     releases, clock = core.release_service(), core.decisions.clock
     policy_alerts = PolicyAlertService(ledger, clock, anomalies, max_age_days=settings.policy_source_max_age_days,
@@ -422,9 +415,7 @@ def serving_services(core: DecisionServices, ledger: Ledger, signing: SigningSet
         raise LookupError("the serving services need the core composed with the settings")
     dispatch = settings.events_dispatch
     subjects = SubjectService(ledger, privacy)
-    checks = policychecks or PolicyCheckService(clock=clock)
     return ServingServices(privacy=privacy, subjects=subjects,
-        policychecks=checks, workflows=WorkflowService(ledger, checks),
         erasures=ErasureService(subjects, core.governance, InputRemoval(ledger, clock)),
         scope_events=scope_events, keys=key_service(ledger, signing, clock, governance=core.governance),
         replays=ReplayService(core.decisions), pilots=PilotService(ledger, clock),
@@ -432,6 +423,19 @@ def serving_services(core: DecisionServices, ledger: Ledger, signing: SigningSet
         dispatcher=_dispatcher(core.events, scope_events, ledger, settings, core.governance, privacy)
         if dispatch else None,
         hold_sweeper=hold_sweeper(core.holds, settings.hold_sweep_ms / 1000) if dispatch else None)
+
+
+def policy_check_services(ledger: Ledger, clock: Clock, policychecks: PolicyCheckService | None = None,
+                          ) -> tuple[PolicyCheckService, WorkflowService]:
+    """The API's policy checks and the helpdesks' workflows over them, on the gate's clock.
+    `policychecks` replaces the shipped checks (tests); None loads their tables and rulebooks now
+    (about 0.3 s), so a bad file stops the app before it serves. Only the API serves them: the
+    other shells (the workbench, `gate dispatch`) never pay for the load."""
+    from gate.services.policychecks import PolicyCheckService
+    from gate.services.workflows import WorkflowService
+
+    checks = policychecks or PolicyCheckService(clock=clock)
+    return checks, WorkflowService(ledger, checks)
 
 
 def _dispatcher(events: EventService, scope_events: ScopeEventService, ledger: Ledger,
