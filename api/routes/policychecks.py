@@ -82,10 +82,7 @@ def _rest_check(tool: str, policychecks: PolicyCheckService) -> Response:
     headers = client_limit("policycheck")
     carry_headers(headers)  # a refusal answers the rate headers too
     body = read_json(request, MAX_BODY_BYTES, max_depth=MAX_DEPTH)
-    if not isinstance(body, dict):
-        raise GateError("REQUEST_INVALID", "the body must be a JSON object of the check's arguments",
-                        errors=[{"field": "body", "code": "invalid_type", "message": "must be an object"}])
-    try:
+    try:  # the body is the check's arguments, checked by their schema alone (an array too)
         result = policychecks.check(tool, body)
     except ArgumentsInvalid as invalid:  # a Signal, answered here in REST's words
         raise GateError("REQUEST_INVALID", f"invalid arguments: {invalid}", errors=invalid.errors) from None

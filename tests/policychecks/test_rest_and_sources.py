@@ -49,6 +49,14 @@ def test_rest_twin_refuses_malformed_bodies(client, data, code, status):
     assert (response.status_code, response.json["error"]) == (status, code)
 
 
+@pytest.mark.parametrize("data", [b"[1]", b"null", b'"vendor"', b"7"])
+def test_a_body_that_is_not_an_object_is_refused_by_the_check_s_schema(client, data):
+    response = client.post("/api/v1/refund/eligibility", data=data, content_type="application/json")
+    assert (response.status_code, response.json["error"]) == (400, "REQUEST_INVALID")
+    assert response.json["errors"] == [{"field": "arguments", "code": "invalid_type", "message": "must be an object"}]
+    assert response.json["message"] == "invalid arguments: arguments: must be an object"
+
+
 def test_rest_twin_bounds_the_body_and_media_type(client):
     big = client.post("/api/v1/trial/terms", json={"vendor": "x" * 70_000})
     assert (big.status_code, big.json["error"]) == (413, "REQUEST_TOO_LARGE")
