@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 from flask import Response, request
 
@@ -24,7 +24,7 @@ from gate.protocol.canonical import CanonicalJSONError, parse_strict, sha256_hex
 from gate.protocol.types import RulebookContract
 from gate.rulebook import schema_hash
 from gate.services.decide import Caller, DecisionService
-from gate.services.periodic import PeriodicWorker
+from gate.services.periodic import PeriodicWorker, WorkerHealth
 from gate.settings import Settings
 
 routes = Routes("registries", __name__)
@@ -105,7 +105,14 @@ def status(*, service: DecisionService, settings: Settings, signing: SigningSetu
     return json_response(200 if ready else 503, body)
 
 
-def workers_view(workers: list[PeriodicWorker]) -> dict[str, Any]:
+class WorkersView(TypedDict):
+    """The readiness answer's `workers`: healthy when every worker is."""
+
+    healthy: bool
+    workers: list[WorkerHealth]
+
+
+def workers_view(workers: list[PeriodicWorker]) -> WorkersView:
     """This process's background workers (docs/operating.md, "Background workers"): healthy when
     every one is. A worker's trouble is shown here and in `/metrics`, and does not make the gate
     degraded: decides, holds and verification still answer; what lags is the work in the background."""

@@ -4,8 +4,6 @@ scope's rulebook is 404, exactly like one that does not exist."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Response, request
 
 from api.costs import Weight, charged
@@ -17,7 +15,7 @@ from gate.errors import GateError
 from gate.principals import Principal
 from gate.releases.governance import RELEASE_POLICY, GovernanceEvent
 from gate.services.decide import Caller
-from gate.services.governance import approval_members
+from gate.services.governance import GovernanceDocument, approval_members
 from gate.services.releases import ReleaseService
 from gate.settings import Settings
 
@@ -200,7 +198,15 @@ def approve_release_policy(caller: Caller, *, releases: ReleaseService, settings
     return json_response(200, _policy_answer(releases, caller.scope, event))
 
 
-def _policy_answer(releases: ReleaseService, scope: str, event: GovernanceEvent | None) -> dict[str, Any]:
+class PolicyChangeAnswer(GovernanceDocument):
+    """A release-policy change's answer: the policy in force after it, the pending requests, the
+    governance chain's seq and the change's signed event (None: nothing changed)."""
+
+    ok: bool
+    event: GovernanceEvent | None
+
+
+def _policy_answer(releases: ReleaseService, scope: str, event: GovernanceEvent | None) -> PolicyChangeAnswer:
     """The policy in force after the change, the pending requests and the change's signed event."""
     document = releases.policy_document(scope)
     return {"ok": True, "policy": document["policy"], "pending": document["pending"],
