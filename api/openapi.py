@@ -63,6 +63,52 @@ Operation = TypedDict("Operation", {"summary": str, "tags": list[str], "operatio
                                     "requestBody": NotRequired[RequestBody],
                                     "x-other-error-codes": NotRequired[list[str]]})
 
+class ErrorCodeEntry(TypedDict):
+    """An error code's status and verdict word, as both documents list them."""
+
+    status: int
+    v: str
+
+
+class Info(TypedDict):
+    title: str
+    version: str
+    description: str
+
+
+class Components(TypedDict):
+    schemas: dict[str, Mapping[str, object]]
+    securitySchemes: dict[str, dict[str, str]]
+
+
+# The OpenAPI document: the members in the order it states them.
+OpenApiDocument = TypedDict("OpenApiDocument", {"openapi": str, "info": Info, "paths": dict[str, dict[str, Operation]],
+                                                "components": Components,
+                                                "x-error-codes": dict[str, ErrorCodeEntry]})
+
+
+class EndpointDoc(TypedDict):
+    method: str
+    path: str
+    auth: str
+    summary: str
+    error_codes: list[str]
+
+
+class DocsDocument(TypedDict):
+    """/docs.json: the versions, every endpoint, the schemas' paths, the headers, the limits and the error codes."""
+
+    service: str
+    interface_version: str
+    versions: dict[str, str]
+    endpoints: list[EndpointDoc]
+    schemas: dict[str, str]
+    request_headers: dict[str, str]
+    response_headers: list[str]
+    limits: dict[str, object]
+    error_codes: dict[str, ErrorCodeEntry]
+
+
 # Issue 18 item 7: the costly keyed routes (declared `charged`) are charged to the key's cost window (api/costs.py).
 COST_HEADERS = (*RATE_HEADERS, "X-RateLimit-Cost", "Retry-After")
 
@@ -272,11 +318,11 @@ def _with_public_budget(kind: str, responses: dict[int, str],
 
 
 @lru_cache(maxsize=1)
-def openapi_document() -> dict[str, object]:
+def openapi_document() -> OpenApiDocument:
     paths: dict[str, dict[str, Operation]] = {}
     for endpoint in endpoints():
         paths.setdefault(endpoint.path, {})[endpoint.method] = _operation(endpoint)
-    return P.resolve_printable({
+    document: OpenApiDocument = {
         "openapi": "3.1.0",
         "info": {
             "title": "Decision Gate",
@@ -297,7 +343,8 @@ def openapi_document() -> dict[str, object]:
             },
         },
         "x-error-codes": {code: {"status": status, "v": word} for code, (status, word) in sorted(ERROR_TABLE.items())},
-    })
+    }
+    return P.resolve_printable(document)
 
 
 # Issue 18 item 8: how request text is read, whatever the route.
@@ -399,7 +446,7 @@ def _limits() -> dict[str, object]:
 
 
 @lru_cache(maxsize=1)
-def docs_document() -> dict[str, object]:
+def docs_document() -> DocsDocument:
     return {
         "service": "decision-gate",
         "interface_version": C.INTERFACE_VERSION,

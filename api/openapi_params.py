@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 from functools import lru_cache
-from typing import TypedDict, overload
+from typing import TypedDict, TypeVar, cast
 
 from gate import vocabulary as C
 from gate.packets.common import LIMIT_MAX, LIMIT_MIN
@@ -65,24 +65,22 @@ PRINTABLE_FORMAT = "printable"
 # The class above takes a fifth of a second to build, so schemas hold this placeholder and the
 # document is resolved once, when first served (`resolve_printable`); importing the app stays cheap.
 _PRINTABLE_RUN = "\x00printable-run\x00"
+_Shape = TypeVar("_Shape")
 
 
-@overload
-def resolve_printable(value: dict[str, object]) -> dict[str, object]: ...
+def resolve_printable(value: _Shape) -> _Shape:
+    """`value` (a schema or document) with every printable placeholder replaced by its pattern:
+    the same shape, a placeholder string replaced by a string."""
+    return cast(_Shape, _resolved(value))
 
 
-@overload
-def resolve_printable(value: object) -> object: ...
-
-
-def resolve_printable(value: object) -> object:
-    """`value` (a schema or document) with every printable placeholder replaced by its pattern."""
+def _resolved(value: object) -> object:
     if value == _PRINTABLE_RUN:
         return f"^{_not_printable_class()}*$"
     if isinstance(value, dict):
-        return {key: resolve_printable(item) for key, item in value.items()}
+        return {key: _resolved(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [resolve_printable(item) for item in value]
+        return [_resolved(item) for item in value]
     return value
 
 
