@@ -34,6 +34,7 @@ from gate.errors import Signal
 from gate.services.policychecks import (
     ArgumentsInvalid,
     CheckFailed,
+    CheckResult,
     CheckSpec,
     PolicyCheckService,
 )
@@ -94,7 +95,7 @@ class ToolResult(TypedDict):
 
 
 class StructuredToolResult(ToolResult):
-    structuredContent: dict[str, object]
+    structuredContent: CheckResult | dict[str, object]  # a check's result, or an extra tool's
 
 
 class ToolAnnotations(TypedDict):

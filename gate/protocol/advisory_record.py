@@ -12,14 +12,31 @@ advisory record. `advisory_output_hash` binds the members the reference's envelo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from gate.protocol.canonical import sha256_hex
 
-__all__ = ["ADVISORY_CONTRACT", "ADVISORY_RECORD_ALLOWED", "ADVISORY_RECORD_REQUIRED", "READING",
-           "advisory_output_hash", "carries_advisory_members", "is_advisory", "reading_consistent"]
+__all__ = [
+    "ADVISORY_CONTRACT",
+    "ADVISORY_RECORD_ALLOWED",
+    "ADVISORY_RECORD_REQUIRED",
+    "READING",
+    "AdvisoryContract",
+    "advisory_output_hash",
+    "carries_advisory_members",
+    "is_advisory",
+    "reading_consistent",
+]
 
-ADVISORY_CONTRACT = {"authority": "advisory_only", "production_verdict": False}
+
+class AdvisoryContract(TypedDict):
+    """`decision_contract` of an advisory record or answer: it never authorizes production."""
+
+    authority: Literal["advisory_only"]
+    production_verdict: Literal[False]
+
+
+ADVISORY_CONTRACT: AdvisoryContract = {"authority": "advisory_only", "production_verdict": False}
 
 # combined opinion -> (verdict, c, v, action)
 READING = {

@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from gate.bodies import ErrorItem, problems
 from gate.clock import Clock, SystemClock, iso_ms
@@ -32,12 +32,14 @@ from gate.errors import CodedError, RulebookInvalid, Signal
 from gate.policychecks.tables import (
     ANY_PLAN,
     TABLES_DIR,
+    Citation,
     VendorRow,
     VendorTable,
     load_tables,
     normalize_id,
 )
 from gate.protocol.canonical import sha256_hex
+from gate.protocol.evaluation import EvaluationTrace
 from gate.rulebook import CompiledRulebook, RulebookDocument, checked_rulebook, get_evaluator
 
 __all__ = [
@@ -82,6 +84,80 @@ CHECKS: tuple[CheckSpec, ...] = (
 )
 BY_TOOL = {spec.tool: spec for spec in CHECKS}
 BY_SERVICE = {spec.service: spec for spec in CHECKS}
+
+
+class CheckInputs(TypedDict):
+    """A check's arguments once checked and normalized (`validate_arguments`)."""
+
+    vendor: str
+    region: str
+    plan: str
+    days_since_purchase: NotRequired[int | float]  # the refund and return checks
+
+
+class CheckRulebookResult(TypedDict):
+    """What the check's rulebook gave, as a Decision Record states an evaluation."""
+
+    status: str
+    decision: str
+    application_verdict: str
+    action: str
+    reason_code: str
+    matched_rule_id: str | None
+    evaluation: EvaluationTrace
+
+
+class CheckResult(TypedDict):
+    """A check's answer (the MCP tool's structuredContent, the REST twin's body): advisory only."""
+
+    tool: str
+    service: str
+    verdict: str
+    code: str
+    decision: str
+    action: str
+    message: str
+    vendor: str
+    vendor_name: str | None
+    inputs: CheckInputs
+    terms: dict[str, Any] | None  # the vendor's terms as its table states them
+    rulebook_id: str
+    rules_version: str
+    rulebook_hash: str
+    policy_version: str
+    policy_table_hash: str
+    sources: list[Citation]
+    illustrative: bool
+    production_verdict: bool
+    evaluated_at: str
+    rulebook_result: CheckRulebookResult
+
+
+class ServiceSources(TypedDict):
+    """One service's table and rulebook, with every row's citation."""
+
+    tool: str
+    rulebook_id: str
+    rules_version: str
+    rulebook_hash: str
+    policy_version: str
+    policy_table_hash: str
+    illustrative: bool
+    notice: str
+    sources: list[SourceRow]
+
+
+class SourceRow(Citation):
+    vendor_name: str
+    terms: dict[str, Any]  # the vendor's terms as its table states them
+
+
+class PolicySources(TypedDict):
+    """`/rules/policy-sources.json`."""
+
+    ok: bool
+    policy_sources_version: str
+    services: dict[str, ServiceSources]
 
 
 class ArgumentsInvalid(Signal, ValueError):
@@ -156,9 +232,9 @@ class PolicyCheckService:
     def verdicts(self, tool: str) -> tuple[str, ...]:
         return self._bound[tool].verdicts
 
-    def sources(self) -> dict[str, Any]:
+    def sources(self) -> PolicySources:
         """`/rules/policy-sources.json`: every table's rows with their citations, and the rulebooks."""
-        services = {}
+        services: dict[str, ServiceSources] = {}
         for spec in CHECKS:
             bound = self._bound[spec.tool]
             services[spec.service] = {
@@ -170,14 +246,14 @@ class PolicyCheckService:
                 "policy_table_hash": bound.table.table_hash,
                 "illustrative": bound.table.illustrative,
                 "notice": bound.table.notice,
-                "sources": [dict(row.source(), vendor_name=row.vendor_name, terms=dict(row.terms))
+                "sources": [{**row.source(), "vendor_name": row.vendor_name, "terms": dict(row.terms)}
                             for row in bound.table.rows],
             }
         return {"ok": True, "policy_sources_version": "policy_sources_v1", "services": services}
 
     # ------------------------------------------------------------------ checking
 
-    def check(self, tool: str, arguments: Any) -> dict[str, Any]:
+    def check(self, tool: str, arguments: Any) -> CheckResult:
         """Validate `arguments`, look up the table, evaluate the rulebook: the structured result.
 
         Raises `KeyError` for an unknown tool, `ArgumentsInvalid` for bad arguments and
@@ -225,7 +301,7 @@ class PolicyCheckService:
         }
 
 
-def validate_arguments(spec: CheckSpec, arguments: Any) -> dict[str, Any]:
+def validate_arguments(spec: CheckSpec, arguments: Any) -> CheckInputs:
     """The normalized arguments `{vendor, region, plan[, days_since_purchase]}` or ArgumentsInvalid.
 
     The check's schema (`gate/bodies/policy-check-<service>.schema.json`) is the one check: every
@@ -243,15 +319,15 @@ def validate_arguments(spec: CheckSpec, arguments: Any) -> dict[str, Any]:
                        "message": f"a number of days from 0 to {MAX_DAYS}"})
     if errors:
         raise ArgumentsInvalid(errors)
-    inputs: dict[str, Any] = {"vendor": normalize_id(arguments["vendor"]),
+    inputs: CheckInputs = {"vendor": normalize_id(arguments["vendor"]),
                               "region": arguments.get("region", DEFAULT_REGION).upper(),
                               "plan": normalize_id(arguments["plan"]) if "plan" in arguments else ANY_PLAN}
     if spec.uses_days:
-        inputs["days_since_purchase"] = days
+        inputs["days_since_purchase"] = arguments["days_since_purchase"]
     return inputs
 
 
-def _facts(spec: CheckSpec, table: VendorTable, inputs: dict[str, Any], row: VendorRow | None) -> dict[str, Any]:
+def _facts(spec: CheckSpec, table: VendorTable, inputs: CheckInputs, row: VendorRow | None) -> dict[str, Any]:
     facts: dict[str, Any] = dict(inputs, vendor_supported=table.has_vendor(inputs["vendor"]), policy_found=row is not None)
     if row is not None:
         facts["policy"] = dict(row.terms)
@@ -262,7 +338,7 @@ def _facts(spec: CheckSpec, table: VendorTable, inputs: dict[str, Any], row: Ven
     return facts
 
 
-def _message(spec: CheckSpec, code: str, inputs: dict[str, Any], row: VendorRow | None, facts: dict[str, Any]) -> str:
+def _message(spec: CheckSpec, code: str, inputs: CheckInputs, row: VendorRow | None, facts: dict[str, Any]) -> str:
     who = f"{row.vendor_name} ({row.region}, plan {row.plan})" if row else f"{inputs['vendor']} ({inputs['region']})"
     if code == "UNSUPPORTED_VENDOR":
         return f"{inputs['vendor']} is not in the {spec.service} policy table; check the vendor's terms manually."

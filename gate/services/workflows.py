@@ -17,14 +17,14 @@ import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from gate.errors import GateError
 from gate.ledger import Ledger
 from gate.ledger.workflows import WorkflowStore
-from gate.protocol.advisory_record import ADVISORY_CONTRACT
+from gate.protocol.advisory_record import ADVISORY_CONTRACT, AdvisoryContract
 from gate.protocol.canonical import sha256_hex
-from gate.services.policychecks import ArgumentsInvalid, PolicyCheckService
+from gate.services.policychecks import ArgumentsInvalid, CheckResult, PolicyCheckService
 
 WORKFLOWS = {"refund": "refund", "cancel": "cancellation", "return": "return", "trial": "trial"}
 TICKETING_SYSTEMS = ("freshdesk", "front", "gorgias", "helpscout", "hubspot", "intercom", "jira",
@@ -69,7 +69,41 @@ def _tag(*parts: str) -> str:
     return "dg_" + "_".join(_TAG.sub("_", p.lower()).strip("_") for p in parts)
 
 
-def ticket_annotations(workflow: str, result: Mapping[str, Any]) -> dict[str, Any]:
+class Macro(TypedDict):
+    id: str
+    title: str
+
+
+class TicketAnnotations(TypedDict):
+    """What a helpdesk writes on the ticket: tags, an internal note, a macro and a priority."""
+
+    tags: list[str]
+    internal_note: str
+    macro_suggestion: Macro
+    priority: str
+
+
+class WorkflowAnswerBody(TypedDict):
+    """A workflow's answer, as stored and served (every replay answers the same bytes)."""
+
+    ok: bool
+    request_id: str
+    ticketing_system: str
+    workflow: str
+    ticket_id: str
+    action: str
+    policy_class: str
+    code: str
+    message: str
+    decision_contract: AdvisoryContract
+    production_binding_required: bool
+    ticket_annotations: TicketAnnotations
+    idempotency_key: str
+    created_at: str
+    check: CheckResult
+
+
+def ticket_annotations(workflow: str, result: CheckResult) -> TicketAnnotations:
     """Tags, an internal note, a macro suggestion and a priority for the ticket."""
     verdict = result["verdict"]
     macro, title, priority = _MACROS.get(verdict, _MACROS["UNKNOWN"])
@@ -104,7 +138,7 @@ class WorkflowAnswer:
     request_id: str
 
 
-def _answer(run: WorkflowRequest, ticket: str, key: str, result: Mapping[str, Any]) -> dict[str, Any]:
+def _answer(run: WorkflowRequest, ticket: str, key: str, result: CheckResult) -> WorkflowAnswerBody:
     return {
         "ok": True,
         "request_id": "wfr_" + secrets.token_hex(12),
@@ -115,7 +149,7 @@ def _answer(run: WorkflowRequest, ticket: str, key: str, result: Mapping[str, An
         "policy_class": result["verdict"],
         "code": result["code"],
         "message": result["message"],
-        "decision_contract": dict(ADVISORY_CONTRACT),
+        "decision_contract": ADVISORY_CONTRACT.copy(),
         "production_binding_required": True,
         "ticket_annotations": ticket_annotations(run.workflow, result),
         "idempotency_key": key,
@@ -133,14 +167,14 @@ class WorkflowService:
         """The policy check tool a (supported) workflow runs."""
         return self.checks.spec_for_service(WORKFLOWS[workflow]).tool
 
-    def evaluate(self, run: WorkflowRequest) -> tuple[str, dict[str, Any]]:
+    def evaluate(self, run: WorkflowRequest) -> tuple[str, CheckResult]:
         """The ticket id and the check's result (pure). Raises `ArgumentsInvalid` or `CheckFailed`."""
         tool = self.tool(run.workflow)
         ticket = ticket_id(run.body)
         arguments = {k: v for k, v in run.body.items() if k != "ticket_id"}
         return ticket, self.checks.check(tool, arguments)
 
-    def store_answer(self, run: WorkflowRequest, ticket: str, result: Mapping[str, Any]) -> WorkflowAnswer:
+    def store_answer(self, run: WorkflowRequest, ticket: str, result: CheckResult) -> WorkflowAnswer:
         """Store the answer once per key: the stored bytes are what every later replay answers."""
         key = run.override_key or f"{run.workflow}:{ticket}"
         input_hash = sha256_hex({"ticketing_system": run.ticketing_system, "workflow": run.workflow,
