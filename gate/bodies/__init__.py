@@ -272,10 +272,14 @@ def problems(name: str, body: Any) -> list[ErrorItem]:
     that names them all at once (the policy checks' arguments): each failure's item is its node's
     `x-error` (a missing member's is its own node's, by `required`); the members the body's top
     level does not know come first (sorted), then the declared members in the schema's order, each
-    once (its first failure), and a body that is not an object is its top level's one item."""
+    once (its first failure), and a body that is not an object is its top level's one item. A
+    failure whose node states no `x-error` is still an item (`invalid_value`, `jsonschema`'s words):
+    a failing body is never answered with no problem."""
     document, found = schema(name), dict[str, ErrorItem]()
     for error in validator(name).iter_errors(body):
-        for item in _items_of(name, error, body):
+        items = _items_of(name, error, body) or [
+            {"field": path_text(error.absolute_path) or "$", "code": "invalid_value", "message": plain_message(error)}]
+        for item in items:
             found.setdefault(item["field"], item)
     order = {member: rank for rank, member in enumerate(document.get("properties", {}))}
     return sorted(found.values(), key=lambda item: (item["field"] in order, order.get(item["field"], 0),

@@ -159,3 +159,11 @@ def test_the_pilot_schema_accepts_exactly_the_submissions_the_intake_accepts(bod
 ])
 def test_the_pilot_schema_states_the_confirmation_s_shape(body, valid):
     assert _pilot_validator().is_valid(body) is valid
+
+
+def test_a_failure_whose_node_states_no_error_item_is_still_named():
+    """Fail closed: `problems` never answers a failing body with no problem. The pilot's file
+    states no `x-error`, so each of its failures is named in `jsonschema`'s words."""
+    assert bodies.problems("pilot", {"pilot_id": "p"})  # a confirmation without its token
+    assert bodies.problems("pilot", []) and bodies.problems("pilot", {}) and not bodies.problems("pilot", {
+        "pilot_id": "pilot_" + "a" * 24, "confirmation_token": "pct_x"})
