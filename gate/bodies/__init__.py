@@ -258,12 +258,17 @@ def check(name: str, body: Any, code: str) -> None:
 def error_items(name: str, error: ValidationError) -> list[ErrorItem]:
     """The `errors` items the answering node's `x-error` states for this failure ([]: none)."""
     node, where, keyword = _answering_node(schema(name), error)
+    return _stated_items(node, where, keyword, error.instance)
+
+
+def _stated_items(node: Any, where: Sequence[Any], keyword: str, instance: Any) -> list[ErrorItem]:
+    """The items `node`'s `x-error` states for a failing `keyword` ([]: none)."""
     item = _keyed(node.get("x-error") if isinstance(node, Mapping) else None, keyword)
     if not isinstance(item, Mapping):
         return []
     if item.get("field") == "*unknown":
         return [{"field": member, "code": item["code"], "message": item["message"]}
-                for member in _unknown(node, error.instance)]
+                for member in _unknown(node, instance)]
     return [{"field": item.get("field") or path_text(where) or "$", "code": item["code"], "message": item["message"]}]
 
 
@@ -287,12 +292,12 @@ def problems(name: str, body: Any) -> list[ErrorItem]:
 
 
 def _items_of(name: str, error: ValidationError, body: Any) -> list[ErrorItem]:
-    """The items of one failure: a `required` failure at the top, one per member missing."""
+    """The items of one failure: a `required` failure at the top, one per member missing, each
+    answered by its own node as `check` answers the first (`_answering_node`)."""
     if error.validator == "required" and not error.absolute_path and isinstance(body, Mapping):
         members = schema(name).get("properties", {})
-        return [{"field": member, "code": stated["code"], "message": stated["message"]}
-                for member in error.validator_value if member not in body
-                for stated in (_keyed(members.get(member, {}).get("x-error"), "required"),) if stated]
+        return [item for member in error.validator_value if member not in body
+                for item in _stated_items(members.get(member, {}), [member], "required", None)]
     return error_items(name, error)
 
 
@@ -340,7 +345,7 @@ def _answering_node(root: Mapping[str, Any], error: ValidationError) -> tuple[An
     """Walk the failing keyword's schema path from the root, keeping the deepest node with an
     `x-refusal`, the instance path of that node and the key its refusal answers by (the failing
     keyword at the failing node itself, else `*`); a missing member with no refusal of its node
-    for `required` answers with the member's own node."""
+    for `required` answers with the member's own node, by `required` (its `*` when it states none)."""
     node: Any = root
     instance = list(error.absolute_path)
     depth = 0
@@ -370,7 +375,7 @@ def _answering_node(root: Mapping[str, Any], error: ValidationError) -> tuple[An
         missing = next(name for name in error.validator_value if name not in error.instance)
         member = node.get("properties", {}).get(missing, {})
         if _sentence(member, "*") is not None:
-            return member, [*instance[:depth], missing], "*"
+            return member, [*instance[:depth], missing], "required"  # its `*` when it states no `required`
     return found
 
 

@@ -167,3 +167,13 @@ def test_a_failure_whose_node_states_no_error_item_is_still_named():
     assert bodies.problems("pilot", {"pilot_id": "p"})  # a confirmation without its token
     assert bodies.problems("pilot", []) and bodies.problems("pilot", {}) and not bodies.problems("pilot", {
         "pilot_id": "pilot_" + "a" * 24, "confirmation_token": "pct_x"})
+
+
+def test_a_missing_member_is_answered_alike_by_check_and_by_problems():
+    """One rule for a missing member's item: its own node's `x-error` by `required`, whether the
+    refusal names the first problem (`check`) or every problem (`problems`)."""
+    with pytest.raises(GateError) as refused:
+        bodies.check("policy-check-trial", {}, "REQUEST_INVALID")
+    stated = [{"field": "vendor", "code": "required", "message": "vendor is required"}]
+    assert refused.value.details["errors"] == stated == bodies.problems("policy-check-trial", {})
+    assert refused.value.message == "vendor: a vendor name of 1 to 100 characters with a letter or digit"
