@@ -57,6 +57,18 @@ def test_a_body_that_is_not_an_object_is_refused_by_the_check_s_schema(client, d
     assert response.json["message"] == "invalid arguments: arguments: must be an object"
 
 
+def test_every_problem_is_named_once_in_order_and_a_null_is_a_wrong_value(client):
+    response = client.post("/api/v1/refund/eligibility",
+                           json={"zz": 1, "vendor": None, "region": "USA", "days_since_purchase": None})
+    assert (response.status_code, response.json["error"]) == (400, "REQUEST_INVALID")
+    assert [(item["field"], item["code"]) for item in response.json["errors"]] == [
+        ("zz", "unknown_field"), ("vendor", "invalid_value"), ("region", "invalid_value"),
+        ("days_since_purchase", "invalid_value")]
+    missing = client.post("/api/v1/refund/eligibility", json={}).json["errors"]
+    assert [(item["field"], item["code"]) for item in missing] == [("vendor", "required"),
+                                                                  ("days_since_purchase", "required")]
+
+
 def test_rest_twin_bounds_the_body_and_media_type(client):
     big = client.post("/api/v1/trial/terms", json={"vendor": "x" * 70_000})
     assert (big.status_code, big.json["error"]) == (413, "REQUEST_TOO_LARGE")
