@@ -38,6 +38,7 @@ from gate.services.policychecks import (
     CheckSpec,
     PolicyCheckService,
 )
+from gate.strict_json import JsonValue
 from gate.vocabulary import VERDICTS
 
 log = logging.getLogger("gate.api.mcp")
@@ -110,7 +111,7 @@ class ObjectSchema(TypedDict):
     """A tool's input or output JSON Schema: an object, its members' schemas by name."""
 
     type: str
-    properties: dict[str, dict[str, object]]
+    properties: dict[str, dict[str, JsonValue]]
     required: list[str]
     additionalProperties: NotRequired[bool]
 
@@ -233,7 +234,7 @@ class McpEndpoint:
     def _result(request_id: Any, result: Result) -> RpcResultMessage:
         return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
-    def _initialize(self, params: dict[str, object]) -> InitializeResult:
+    def _initialize(self, params: dict[str, JsonValue]) -> InitializeResult:
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
             raise _InvalidParams("initialize needs params.protocolVersion (a string)")
@@ -248,7 +249,7 @@ class McpEndpoint:
             ),
         }
 
-    def _call(self, request_id: Any, params: dict[str, object]) -> RpcResultMessage:
+    def _call(self, request_id: Any, params: dict[str, JsonValue]) -> RpcResultMessage:
         name = params.get("name")
         if not isinstance(name, str) or name not in self.tools:
             raise _InvalidParams(f"unknown tool: {str(name)[:100]}", {"tools": list(self.tools)})
@@ -271,7 +272,7 @@ class McpEndpoint:
 
 
     def _extra_call(self, request_id: Any, tool: ExtraTool, arguments: Any,
-                    params: dict[str, object]) -> RpcResultMessage:
+                    params: dict[str, JsonValue]) -> RpcResultMessage:
         message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
         try:
             structured = tool.call(arguments, message)
@@ -316,12 +317,12 @@ def input_schema(spec: CheckSpec) -> ObjectSchema:
     return cast(ObjectSchema, {key: value for key, value in stated.items() if key not in _DOCUMENT_ONLY})
 
 
-_NULLABLE_STRING: dict[str, object] = {"type": ["string", "null"]}
+_NULLABLE_STRING: dict[str, JsonValue] = {"type": ["string", "null"]}
 
 
 def output_schema(checks: PolicyCheckService, spec: CheckSpec) -> ObjectSchema:
     """The JSON Schema of `structuredContent` (clients such as the MCP SDK validate against it)."""
-    source: dict[str, object] = {
+    source: dict[str, JsonValue] = {
         "type": "object",
         "required": ["vendor", "region", "plan", "source_url", "notes", "last_verified", "source_hash"],
         "properties": {name: {"type": "string"} for name in
@@ -329,7 +330,7 @@ def output_schema(checks: PolicyCheckService, spec: CheckSpec) -> ObjectSchema:
     }
     strings = ("tool", "service", "code", "action", "message", "vendor", "rulebook_id", "rules_version",
                "rulebook_hash", "policy_version", "policy_table_hash", "evaluated_at")
-    properties: dict[str, dict[str, object]] = {name: {"type": "string"} for name in strings}
+    properties: dict[str, dict[str, JsonValue]] = {name: {"type": "string"} for name in strings}
     properties.update({
         "verdict": {"type": "string", "enum": list(checks.verdicts(spec.tool))},
         "decision": {"type": "string", "enum": list(VERDICTS)},

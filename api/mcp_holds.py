@@ -22,12 +22,13 @@ from api.parking import PARK
 from api.runtime import runtime
 from gate.errors import GateError, Signal
 from gate.privacy.datamap import MCP
+from gate.strict_json import JsonValue
 
 TOOL = "hold_resolution"
-_TEXT = {"type": ["string", "null"]}
+_TEXT: dict[str, JsonValue] = {"type": ["string", "null"]}
 # What the held action asks (gate.holds.request.HoldRequest): `signed` when read from the stored
 # request bound to the record's input_hash; otherwise every member is null.
-REQUEST_SCHEMA = {"type": "object", "required": ["requester", "signed"], "properties": {
+REQUEST_SCHEMA: dict[str, JsonValue] = {"type": "object", "required": ["requester", "signed"], "properties": {
     "question": _TEXT, "requested_action": _TEXT, "target_system": _TEXT, "target_object_id": _TEXT,
     "amount": {"type": ["number", "string", "null"]}, "currency": _TEXT, "source_record_id": _TEXT,
     "workflow": _TEXT, "requester": {"type": "string"}, "signed": {"type": "boolean"}}}

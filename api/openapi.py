@@ -33,6 +33,7 @@ from gate.protocol.canonical import MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH
 from gate.rulebook import budget as B
 from gate.services.policychecks import CHECKS as POLICY_CHECKS
 from gate.settings import COST_UNITS_PER_DECIDE, DEFAULT_PLANS
+from gate.strict_json import JsonValue
 
 # Refused by the HTTP server itself (api.serving) on any route, in the same JSON error shape.
 SERVER_RESPONSES = {408: "request (head or body) not received within GATE_REQUEST_READ_TIMEOUT",
@@ -77,7 +78,7 @@ class Info(TypedDict):
 
 
 class Components(TypedDict):
-    schemas: dict[str, Mapping[str, object]]
+    schemas: dict[str, Mapping[str, JsonValue]]
     securitySchemes: dict[str, dict[str, str]]
 
 
@@ -105,7 +106,7 @@ class DocsDocument(TypedDict):
     schemas: dict[str, str]
     request_headers: dict[str, str]
     response_headers: list[str]
-    limits: dict[str, object]
+    limits: dict[str, JsonValue]
     error_codes: dict[str, ErrorCodeEntry]
 
 
@@ -141,11 +142,11 @@ def endpoints() -> tuple[Endpoint, ...]:
 
 # A release policy (gate/bodies/release-policy.schema.json): whole for PUT, any members for PATCH.
 _RELEASE_POLICY = bodies.openapi_schema("release-policy")
-_RELEASE_POLICY_PATCH: dict[str, object] = {**{k: v for k, v in _RELEASE_POLICY.items() if k not in ("required", "title")},
+_RELEASE_POLICY_PATCH: dict[str, JsonValue] = {**{k: v for k, v in _RELEASE_POLICY.items() if k not in ("required", "title")},
                          "description": "Any members of a release policy (at least one); the others are kept.",
                          "minProperties": 1}
 
-SCHEMAS: dict[str, Mapping[str, object]] = {
+SCHEMAS: dict[str, Mapping[str, JsonValue]] = {
     # The receipts' bodies; their hand checks (gate.receipts.validation) are held to them
     # (tests/core/test_receipt_body_schemas.py).
     "ExecutionRequest": bodies.openapi_schema("execution"),
@@ -157,7 +158,7 @@ SCHEMAS: dict[str, Mapping[str, object]] = {
         "properties": {
             "c": {"const": C.COMPACT_UNCLEAR, "description": "Always unclear: an error is never an approval."},
             "v": {"type": "string"},
-            "error": {"type": "string", "enum": sorted(ERROR_TABLE)},
+            "error": {"type": "string", "enum": list[JsonValue](sorted(ERROR_TABLE))},
             "message": {"type": "string"},
             "errors": {"type": "array", "items": {"type": "object", "properties": {
                 "field": {"type": "string"}, "code": {"type": "string"}, "message": {"type": "string"}}}},
@@ -356,7 +357,7 @@ INPUT_NORMALISATION = {
 }
 
 
-def _cost_limits() -> dict[str, object]:
+def _cost_limits() -> dict[str, JsonValue]:
     """The cost window of the costly keyed routes (api/costs.py), for /docs.json."""
     return {
         "window": "fixed one-minute window per API key, separate from the decide window; X-RateLimit-* on "
@@ -399,7 +400,7 @@ SCHEMA_PATHS = {"rulebook_v1": C.RULEBOOK_SCHEMA_PATH,
                 "golden_replay_corpus": "/schemas/golden-replay/index.json"}
 
 
-def _limits() -> dict[str, object]:
+def _limits() -> dict[str, JsonValue]:
     """Every limit a client can meet, for /docs.json (the numbers are the configured defaults)."""
     return {
         "rate_limit": "fixed one-minute window per API key; starter plan 20 decides per minute",

@@ -47,6 +47,7 @@ from typing import Protocol, TypeGuard
 
 from gate.errors import CodedError
 from gate.principals import CI_PREFIX, CI_ROLES, KIND_CI, KIND_PERSON, ROLES, Principal, ci_name
+from gate.strict_json import JsonValue
 
 ALL_SCOPES = "*"
 LEGACY_ROLE = "viewer"  # what a scope listed in the older grants form grants
@@ -163,7 +164,7 @@ class Grants:
         return table.get(scope, frozenset()) | table.get(ALL_SCOPES, frozenset())
 
 
-def _read_json_object(path: Path, what: str) -> dict[str, object]:
+def _read_json_object(path: Path, what: str) -> dict[str, JsonValue]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -241,7 +242,7 @@ def _ci_table(path: Path, entries: object) -> tuple[RoleTable, dict[str, tuple[s
     if not isinstance(entries, dict):
         raise AccessConfigError(f"grants file {path}: 'ci' must map <repository>@<ref> to "
                                 '{"repository_id": ..., "owner_id": ..., "scopes": {scope: [roles]}}')
-    scopes_of: dict[str, object] = {}
+    scopes_of: dict[str, JsonValue] = {}
     ids: dict[str, tuple[str, str]] = {}
     for name, entry in entries.items():
         repository, _, ref = name.partition("@")

@@ -20,7 +20,11 @@ from gate.errors import Signal
 from gate.vocabulary import MAX_SAFE_INTEGER
 
 __all__ = ["LONE_SURROGATE", "MAX_DOCUMENT_DEPTH", "MAX_JSON_DEPTH", "MAX_WRITE_DEPTH", "CanonicalJSONError",
-           "parse_strict"]
+           "JsonValue", "parse_strict"]
+
+JsonValue = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
+"""A plain JSON value, what `parse_strict` answers: a member of a document whose shape is not
+(yet) known, where `object` would also admit what JSON cannot carry."""
 
 # Nesting limits (containers inside containers; `{"a": [1]}` has depth 2). SECURITY: bounded so
 # that every recursive walk of a value (writer, clone, validators) stays far from Python's

@@ -24,6 +24,7 @@ from typing import NotRequired, TypedDict
 
 from gate.protocol.canonical import sha256_bytes_hex
 from gate.resources import schemas_path
+from gate.strict_json import JsonValue
 
 FIXTURES = schemas_path("conformance")
 REGISTRY_PLACEHOLDER = "$registry"
@@ -81,12 +82,12 @@ class SemanticResult(TypedDict):
     """The status and the decision or refusal members of one answer (`semantic_result`)."""
 
     http_status: int
-    body: dict[str, object] | None
+    body: dict[str, JsonValue] | None
 
 
 class Expectation(TypedDict):
     http_status: int
-    body: NotRequired[dict[str, object]]
+    body: NotRequired[dict[str, JsonValue]]
 
 
 class Fixture(TypedDict):
@@ -95,7 +96,7 @@ class Fixture(TypedDict):
     fixture_id: str
     title: str
     covers: list[str]
-    request: dict[str, object]
+    request: dict[str, JsonValue]
     expect: Expectation
     requires: NotRequired[Requirements]
     note: NotRequired[str]
@@ -161,7 +162,7 @@ def semantic_result(status: int, body: object) -> SemanticResult:
     """What must be identical across runs and match `expect`: no ids, times, hashes of ids or signatures."""
     if not isinstance(body, dict):
         return {"http_status": status, "body": None}
-    semantic: dict[str, object] = {name: body[name] for name in SEMANTIC_MEMBERS if name in body}
+    semantic: dict[str, JsonValue] = {name: body[name] for name in SEMANTIC_MEMBERS if name in body}
     if isinstance(body.get("trusted_adapter"), dict):
         semantic["trusted_adapter"] = {k: body["trusted_adapter"].get(k) for k in ADAPTER_LINEAGE}
     if isinstance(body.get("errors"), list):
@@ -212,7 +213,7 @@ def _published_adapters(send: Transport) -> list[PublishedAdapter] | None:
 
 
 def _prepare(fixture: Fixture,
-             adapters: list[PublishedAdapter] | None) -> tuple[dict[str, object] | None, str | None]:
+             adapters: list[PublishedAdapter] | None) -> tuple[dict[str, JsonValue] | None, str | None]:
     request = copy.deepcopy(fixture["request"])
     needed = (fixture.get("requires") or {}).get("adapter")
     if not needed:

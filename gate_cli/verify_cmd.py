@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from gate.errors import GateError
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
+from gate.strict_json import JsonValue
 from gate.vocabulary import MIGRATION_MANIFEST_VERSION
 from gate_cli.help import Subparsers
 
@@ -113,7 +114,7 @@ def load_anchors(args: argparse.Namespace) -> TrustAnchors:
     return anchors
 
 
-def _checkpoint_log(path: str | None) -> Sequence[Mapping[str, object]] | None:
+def _checkpoint_log(path: str | None) -> Sequence[Mapping[str, JsonValue]] | None:
     """The checkpoints of `--checkpoints` (None without it); unreadable is exit 2."""
     from gate.chain.checkpoint_log import CheckpointLogError, read_checkpoint_log
 
@@ -185,8 +186,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if result["verified"] else 1
 
 
-def _release_witness_problems(document: dict[str, object], events: list[object], governance: list[object],
-                              checkpoints: Sequence[Mapping[str, object]] | None, anchors: TrustAnchors) -> list[str]:
+def _release_witness_problems(document: dict[str, JsonValue], events: list[JsonValue], governance: list[JsonValue],
+                              checkpoints: Sequence[Mapping[str, JsonValue]] | None, anchors: TrustAnchors) -> list[str]:
     """With `--checkpoints`: the release chain and the governance chain against the newest
     checkpoint of each in the log (`gate.chain.event_witness`)."""
     from gate.chain.event_witness import governance_chain_id, release_chain_id, witness_problems
@@ -199,8 +200,8 @@ def _release_witness_problems(document: dict[str, object], events: list[object],
             + witness_problems(governance_chain_id(scope), governance, checkpoints, usable))
 
 
-def _verify_release_history(document: dict[str, object], anchors: TrustAnchors, as_json: bool,
-                            checkpoints: Sequence[Mapping[str, object]] | None = None) -> int:
+def _verify_release_history(document: dict[str, JsonValue], anchors: TrustAnchors, as_json: bool,
+                            checkpoints: Sequence[Mapping[str, JsonValue]] | None = None) -> int:
     """A release history (GET /api/decision/rulebooks/{id}/release/history): every event's hash,
     link, signature and stated state (gate.releases.events), with the scope's policy changes
     (its governance chain): each one is listed, and a deleted or edited one fails. Verified
@@ -241,7 +242,7 @@ def _release_event_line(event: object) -> str:
     if not isinstance(event, dict):
         return "  release event (not an object)"
     stated = event.get("principal")
-    principal: dict[str, object] = stated if isinstance(stated, dict) else {}
+    principal: dict[str, JsonValue] = stated if isinstance(stated, dict) else {}
     holder = principal.get("holder")
     return (f"  release event {event.get('seq')} {event.get('created_at')} {event.get('action')} "
             f"{event.get('version') or '-'} by {event.get('actor')} ({principal.get('kind', 'unstated')})"
@@ -258,8 +259,8 @@ def _approvers(change: ChangeSummary) -> str:
     return f", approved by {' and '.join(approved)}"
 
 
-def _verify_key_grants(document: dict[str, object], anchors: TrustAnchors, as_json: bool,
-                       checkpoints: Sequence[Mapping[str, object]] | None = None) -> int:
+def _verify_key_grants(document: dict[str, JsonValue], anchors: TrustAnchors, as_json: bool,
+                       checkpoints: Sequence[Mapping[str, JsonValue]] | None = None) -> int:
     """A scope's key chain (`gate keys history`, gate.releases.key_grants): every grant of a key
     that acts on production, its holder and who made it. Verified needs a trusted key. With
     `checkpoints`, the key chain and the governance chain must extend their witnessed checkpoints
@@ -312,8 +313,8 @@ def _policy_delta(change: ChangeSummary) -> str:
     return "; ".join(moved) or "no member changed"
 
 
-def _verify_hold_history(document: dict[str, object], anchors: TrustAnchors, as_json: bool,
-                         checkpoints: Sequence[Mapping[str, object]] | None) -> int:
+def _verify_hold_history(document: dict[str, JsonValue], anchors: TrustAnchors, as_json: bool,
+                         checkpoints: Sequence[Mapping[str, JsonValue]] | None) -> int:
     """A scope's hold chain (gate.holds.history): verified needs every check and a trusted key;
     with `--checkpoints`, the chain must extend the checkpoint of it witnessed by its head's time."""
     from gate.holds.history import verify_hold_history

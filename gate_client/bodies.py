@@ -15,6 +15,7 @@ from typing import Any, Required, TypedDict
 
 from gate.protocol.types import RulebookContract
 from gate.services.periodic import WorkerHealth
+from gate.strict_json import JsonValue
 from gate.verify.result import CheckValue, Compared
 
 __all__ = ["KeyRegistryAnswer", "ReceiptAnswer", "ResolutionAnswer", "RouteVerification",
@@ -61,8 +62,8 @@ class ResolutionAnswer(TypedDict):
     decision_id: str
     state: str
     approved: bool
-    resolution: dict[str, object] | None
-    hold: dict[str, object]
+    resolution: dict[str, JsonValue] | None
+    hold: dict[str, JsonValue]
 
 
 class ReceiptAnswer(TypedDict, total=False):
@@ -70,8 +71,8 @@ class ReceiptAnswer(TypedDict, total=False):
     stored receipt, under its kind's name."""
 
     ok: Required[bool]
-    execution: dict[str, object]
-    outcome: dict[str, object]
+    execution: dict[str, JsonValue]
+    outcome: dict[str, JsonValue]
 
 
 class HmacKey(TypedDict):
@@ -88,7 +89,7 @@ class KeyRegistryAnswer(TypedDict, total=False):
     receipt_key_registry_version: Required[str]
     active_receipt_key_id: Required[str | None]
     active_receipt_signature_algorithm: Required[str | None]
-    keys: Required[list[dict[str, object]]]
+    keys: Required[list[dict[str, JsonValue]]]
     hmac_keys: list[HmacKey]
 
 

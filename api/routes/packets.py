@@ -43,6 +43,7 @@ from gate.services.decide import Caller, DecisionService
 from gate.services.holds import HoldService
 from gate.services.lifecycle import KINDS, LifecycleService
 from gate.settings import Settings
+from gate.strict_json import JsonValue
 
 routes = Routes("packets", __name__)
 
@@ -180,7 +181,7 @@ def export_packet(caller: Caller, decision_id: str, *, service: DecisionService,
     return json_response(200, packet, headers)
 
 
-def _held_hold_checkpoint(holds: HoldService, packet: dict[str, object]) -> list[Mapping[str, object]]:
+def _held_hold_checkpoint(holds: HoldService, packet: dict[str, JsonValue]) -> list[Mapping[str, JsonValue]]:
     """The newest checkpoint the gate's own log holds of the packet's hold chain (named by its
     hold commitment), for the `hold_checkpoint_log` check: [] when none is held or the packet
     names none; 503 when the log cannot be read."""

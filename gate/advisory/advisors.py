@@ -23,6 +23,7 @@ from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
 from gate.rulebook.budget import check_evaluation_cost
 from gate.rulebook.patterns import Pattern, PatternRegistry
+from gate.strict_json import JsonValue
 from gate.vocabulary import EVALUATOR_VERSION, VERDICTS
 
 DECISIONS = VERDICTS  # an advisor answers with one of the gate's verdicts
@@ -58,8 +59,8 @@ class Vote:
     error: str | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_record(self) -> dict[str, object]:
-        body: dict[str, object] = {"advisor_id": self.advisor_id, "kind": self.kind, "status": self.status,
+    def to_record(self) -> dict[str, JsonValue]:
+        body: dict[str, JsonValue] = {"advisor_id": self.advisor_id, "kind": self.kind, "status": self.status,
                                 "decision": self.decision, "rationale": self.rationale,
                                 "evidence": list(self.evidence)}
         if self.error:
@@ -117,7 +118,7 @@ class PatternRulebookAdvisor:
             "rulebook_hash": pattern.rulebook_hash,
             "evaluator_version": EVALUATOR_VERSION,
         }
-        outcome: dict[str, object] = {
+        outcome: dict[str, JsonValue] = {
             "status": evaluation.status,
             "decision": evaluation.decision,
             "application_verdict": evaluation.application_verdict,

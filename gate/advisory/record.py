@@ -46,6 +46,7 @@ from gate.protocol.records import (
     seal_record,
 )
 from gate.protocol.types import IdentityMembers
+from gate.strict_json import JsonValue
 from gate.vocabulary import DECISION_PROTOCOL_VERSION, DECISION_RECORD_VERSION
 
 ADVISORY_VERSION = "decision_advisory_v1"
@@ -77,7 +78,7 @@ class AdvisoryBlock(TypedDict):
     mode: str
     question: str
     policy_pattern: str | None
-    advisors: list[dict[str, object]]
+    advisors: list[dict[str, JsonValue]]
     combining_rule: CombiningRule
     tally: dict[str, int]
     combined_decision: str

@@ -33,6 +33,7 @@ from typing import Any, BinaryIO
 from gate.chain.merkle import verify_consistency
 from gate.errors import CodedError
 from gate.protocol.canonical import CanonicalJSONError, canonical_text, parse_strict
+from gate.strict_json import JsonValue
 
 __all__ = [
     "CHECKPOINT_LOG_CHECKS",
@@ -63,8 +64,8 @@ def _is_checkpoint(value: Any) -> bool:
             and isinstance(value.get("root_hash"), str) and bool(_HEX64.fullmatch(value["root_hash"])))
 
 
-def _parse_lines(text: str, where: str) -> list[dict[str, object]]:
-    entries: list[dict[str, object]] = []
+def _parse_lines(text: str, where: str) -> list[dict[str, JsonValue]]:
+    entries: list[dict[str, JsonValue]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
@@ -74,7 +75,7 @@ def _parse_lines(text: str, where: str) -> list[dict[str, object]]:
     return entries
 
 
-def read_checkpoint_log(path: str | Path) -> list[dict[str, object]]:
+def read_checkpoint_log(path: str | Path) -> list[dict[str, JsonValue]]:
     """Every checkpoint in the log, in append order ([] when the file does not exist yet).
     CheckpointLogError when it cannot be read or a line is not a checkpoint."""
     path = Path(path)
@@ -87,9 +88,9 @@ def read_checkpoint_log(path: str | Path) -> list[dict[str, object]]:
     return _parse_lines(text, str(path))
 
 
-def latest_checkpoint(entries: list[dict[str, object]], chain_id: str) -> dict[str, object] | None:
+def latest_checkpoint(entries: list[dict[str, JsonValue]], chain_id: str) -> dict[str, JsonValue] | None:
     """The newest (last appended) checkpoint of `chain_id`, or None."""
-    entry: dict[str, object]  # (mypy reads reversed() of this list as Any)
+    entry: dict[str, JsonValue]  # (mypy reads reversed() of this list as Any)
     for entry in reversed(entries):
         if entry.get("chain_id") == chain_id:
             return entry
@@ -99,7 +100,7 @@ def latest_checkpoint(entries: list[dict[str, object]], chain_id: str) -> dict[s
 _BLOCK = 64 * 1024
 
 
-def _entry(raw: bytes, where: str) -> dict[str, object]:
+def _entry(raw: bytes, where: str) -> dict[str, JsonValue]:
     """One log line as a checkpoint; CheckpointLogError otherwise."""
     try:
         entry = parse_strict(raw) if len(raw) <= MAX_LOG_LINE else None
@@ -110,7 +111,7 @@ def _entry(raw: bytes, where: str) -> dict[str, object]:
     return entry
 
 
-def _latest_from_end(handle: BinaryIO, chain_id: str, where: str) -> dict[str, object] | None:
+def _latest_from_end(handle: BinaryIO, chain_id: str, where: str) -> dict[str, JsonValue] | None:
     """The newest checkpoint of `chain_id`, reading the open log backwards block by block: an
     append reads the lines after the chain's newest checkpoint, not the whole log. Lines before
     that one are not read (nor validated)."""
@@ -142,9 +143,9 @@ class HeldCheckpoints:
         self._lock = threading.Lock()
         self._seen: tuple[int, int, int] | None = None  # inode, size, mtime of what was parsed
         self._offset = 0
-        self._latest: dict[str, dict[str, object]] = {}
+        self._latest: dict[str, dict[str, JsonValue]] = {}
 
-    def latest(self, chain_id: str) -> dict[str, object] | None:
+    def latest(self, chain_id: str) -> dict[str, JsonValue] | None:
         """The newest checkpoint of `chain_id` (None when none is held); CheckpointLogError when
         the log cannot be read or an appended line is not a checkpoint."""
         with self._lock:
@@ -179,7 +180,7 @@ class HeldCheckpoints:
         self._offset += len(complete)
 
 
-def extension_failures(held: dict[str, object] | None, size: Any, root: Any, proof: Any) -> list[str]:
+def extension_failures(held: dict[str, JsonValue] | None, size: Any, root: Any, proof: Any) -> list[str]:
     """Named failures of a chain of `size` leaves with RFC 6962 `root` against the `held`
     checkpoint: `checkpoint_log.size` when it is shorter than the held tree;
     `checkpoint_log.consistency` when it has the held size but another root, or is longer and

@@ -28,6 +28,7 @@ from typing import Any, TypedDict
 
 from gate.protocol.canonical import CanonicalJSONError, sha256_bytes_hex, sha256_hex
 from gate.protocol.types import AuditChainMember
+from gate.strict_json import JsonValue
 from gate.vocabulary import (
     CHAIN_ENTRY_TYPE_DECISION,
     CHAIN_MERKLE_STRATEGY,
@@ -302,7 +303,7 @@ def _hash_or_none(function: Callable[..., str], *args: Any, **kwargs: Any) -> st
         return None
 
 
-def _check_own_hashes(link: Mapping[str, object], failures: _Failures) -> None:
+def _check_own_hashes(link: Mapping[str, JsonValue], failures: _Failures) -> None:
     """The three equations inside one link, each over the link's *stated* members.
 
     Using stated (not recomputed) inputs localises a tampered member to the checks whose
@@ -320,7 +321,7 @@ def _check_own_hashes(link: Mapping[str, object], failures: _Failures) -> None:
     failures.expect(position, "link_hash", _hash_or_none(link_hash, link), link.get("link_hash"))
 
 
-def _check_labels(link: Mapping[str, object], chain_id: Any, failures: _Failures) -> None:
+def _check_labels(link: Mapping[str, JsonValue], chain_id: Any, failures: _Failures) -> None:
     """SECURITY: a link of another chain, version or strategy cannot be verified by this code."""
     position = link.get("chain_position")
     failures.expect(position, "chain_id", chain_id, link.get("chain_id"))
@@ -328,7 +329,7 @@ def _check_labels(link: Mapping[str, object], chain_id: Any, failures: _Failures
     failures.expect(position, "merkle_strategy", CHAIN_MERKLE_STRATEGY, link.get("merkle_strategy"))
 
 
-def _check_linkage(link: Mapping[str, object], position: int, prev_link: Any, prev_root: Any, failures: _Failures) -> None:
+def _check_linkage(link: Mapping[str, JsonValue], position: int, prev_link: Any, prev_root: Any, failures: _Failures) -> None:
     """The link's position and previous hashes against what the run so far requires."""
     stated = link.get("chain_position")
     failures.expect(stated, "position_gap", position, stated)
@@ -336,14 +337,14 @@ def _check_linkage(link: Mapping[str, object], position: int, prev_link: Any, pr
     failures.expect(stated, "previous_merkle_root", prev_root, link.get("previous_merkle_root"))
 
 
-def _next_position(link: Mapping[str, object], position: int) -> int:
+def _next_position(link: Mapping[str, JsonValue], position: int) -> int:
     """The position required of the following link; resynchronised after a gap so one
     missing or extra link is reported once, not at every later link."""
     stated = link.get("chain_position")
     return (stated if type(stated) is int else position) + 1
 
 
-def _start_expectations(first: Mapping[str, object], start_link: str | None,
+def _start_expectations(first: Mapping[str, JsonValue], start_link: str | None,
                         start_root: str | None) -> tuple[int, Any, Any, bool]:
     """(position, previous_link_hash, previous_merkle_root, anchored) for the first link.
 
@@ -394,7 +395,7 @@ def verify_links(
     return ChainCheck(valid=not failures.items, checked=len(items), failures=failures.items, anchored=anchored)
 
 
-def _stated_link(row: Mapping[str, object] | None) -> dict[str, object]:
+def _stated_link(row: Mapping[str, object] | None) -> dict[str, JsonValue]:
     """The link JSON of a stored link row (an empty object when unreadable)."""
     link = _parsed_json(row.get("link_json")) if row is not None else None
     return link if isinstance(link, dict) else {}
@@ -410,7 +411,7 @@ def _parsed_json(value: object) -> object:
         return None
 
 
-def chain_head_failures(head: Mapping[str, object], last_link_row: Mapping[str, object] | None) -> list[str]:
+def chain_head_failures(head: Mapping[str, JsonValue], last_link_row: Mapping[str, object] | None) -> list[str]:
     """Named failures of a chain head row against the newest stored link of its chain.
 
     A head names its chain's newest link: `size` is that link's position (0 without links),

@@ -15,6 +15,7 @@ from gate.keys.anchors import TrustAnchors
 from gate.keys.detached import signature_holds
 from gate.keys.signing import ReceiptSigner
 from gate.protocol.canonical import canonical_bytes, sha256_hex
+from gate.strict_json import JsonValue
 
 SIGNATURE_MEMBERS = ("event_hash", "key_id", "signature_algorithm", "public_key_fingerprint", "signature")
 _SEAL = frozenset(SIGNATURE_MEMBERS)
@@ -36,7 +37,7 @@ def event_hash(event: Mapping[str, object]) -> str:
     return sha256_hex({k: v for k, v in event.items() if k not in SIGNATURE_MEMBERS})
 
 
-def sealed_members(event: Mapping[str, object], body: Set[str]) -> bool:
+def sealed_members(event: Mapping[str, JsonValue], body: Set[str]) -> bool:
     """Whether `event`'s members are exactly `body`'s and a seal's: `event_hash` alone (what a
     gate with signing off, GATE_REQUIRE_SIGNING=false and no key, writes) or with every signature
     member. An event without a signature is intact, never authentic: where trust anchors are

@@ -16,6 +16,7 @@ from typing import Any, NotRequired, TypedDict
 
 from gate.bodies import check_event_data
 from gate.protocol.canonical import canonical_spliced, canonical_text, sha256_hex, splice_mark
+from gate.strict_json import JsonValue
 
 SPEC_VERSION = "1.0"
 CONTENT_TYPE = "application/cloudevents+json"
@@ -95,7 +96,7 @@ class CloudEvent(TypedDict):
     datacontenttype: str
     sequence: str
     subject: NotRequired[str]
-    data: dict[str, object]
+    data: dict[str, JsonValue]
 
 
 def cloud_event(scope: str, seq: int, name: str, subject: str | None, time: str,

@@ -43,6 +43,7 @@ import nacl.exceptions
 import nacl.signing
 
 from gate.errors import CodedError
+from gate.strict_json import JsonValue
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 
 StrPath = str | os.PathLike[str]
@@ -586,7 +587,7 @@ def rotate_keyring(path: StrPath, now: datetime | str) -> Keyring:
     return keyring
 
 
-def _require_str(entry: Mapping[str, object], name: str, index: int, path: StrPath | None) -> str:
+def _require_str(entry: Mapping[str, JsonValue], name: str, index: int, path: StrPath | None) -> str:
     value = entry.get(name)
     if not isinstance(value, str) or not value.strip():
         raise KeyringError(f"keys[{index}].{name} must be a non-empty string", path)

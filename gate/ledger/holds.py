@@ -24,6 +24,7 @@ from gate.holds.events import HoldEvent
 from gate.ledger.outbox_write import append_event
 from gate.ledger.store import Ledger
 from gate.ledger.tables import decisions, hold_events, holds
+from gate.strict_json import JsonValue
 from gate.vocabulary import HoldState
 
 
@@ -113,7 +114,7 @@ class Announce:
     """The outbox event that announces a hold event (its CloudEvent type and data)."""
 
     name: str
-    data: Mapping[str, object]
+    data: Mapping[str, JsonValue]
 
 
 # What writes one hold event: its build(seq, previous_event_hash), the row's move(event) and its

@@ -48,6 +48,7 @@ from gate.protocol.types import (
     RuntimeBinding,
     TrustedAdapter,
 )
+from gate.strict_json import JsonValue
 from gate.vocabulary import (
     ATTESTATION_SIGNATURE_ALGORITHM,
     CANONICALIZATION,
@@ -221,12 +222,12 @@ def registry_entry(
     return entry
 
 
-def registry_attestation_hash(entry: Mapping[str, object]) -> str:
+def registry_attestation_hash(entry: Mapping[str, JsonValue]) -> str:
     """sha256(canonical(entry without `registry_attestation`))."""
     return sha256_hex({k: v for k, v in entry.items() if k != "registry_attestation"})
 
 
-def sign_registry_entry(entry: RegistryEntry, key: Ed25519Key | None) -> dict[str, object]:
+def sign_registry_entry(entry: RegistryEntry, key: Ed25519Key | None) -> dict[str, JsonValue]:
     """A copy of `entry` with its `registry_attestation` (signed when `key` is given).
 
     Any `registry_attestation` already on `entry` is replaced (it is excluded from the hash).

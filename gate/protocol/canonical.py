@@ -37,6 +37,7 @@ from gate.strict_json import (
     MAX_JSON_DEPTH,
     MAX_WRITE_DEPTH,
     CanonicalJSONError,
+    JsonValue,
     parse_strict,
 )
 from gate.vocabulary import MAX_SAFE_INTEGER
@@ -386,7 +387,7 @@ def canonical_runs(value: Mapping[str, Any], later: Iterable[str]) -> CanonicalR
     the whole envelope written plain takes 18 µs: issue 68, item 2)."""
     slots = [name for name in later if name not in value]
     pieces: list[tuple[str | None, str]] = []
-    run: dict[str, object] = {}
+    run: dict[str, JsonValue] = {}
     for key in key_order([*value, *slots]):
         if key in value:
             run[key] = value[key]

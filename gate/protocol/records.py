@@ -58,6 +58,7 @@ from gate.protocol.types import (
     TrustedAdapter,
     UnsealedRecord,
 )
+from gate.strict_json import JsonValue
 from gate.vocabulary import (
     ADAPTER_AUTHORITY,
     BINDING_ADAPTER,
@@ -237,7 +238,7 @@ def compact_deep(value: Any) -> Any:
     return value
 
 
-def record_envelope(record: Mapping[str, Any]) -> dict[str, object]:
+def record_envelope(record: Mapping[str, Any]) -> dict[str, JsonValue]:
     """The object whose canonical sha256 is `record_hash` (reference facts §5).
 
     Selection rules:
@@ -250,7 +251,7 @@ def record_envelope(record: Mapping[str, Any]) -> dict[str, object]:
     3. Each name in `ENVELOPE_WHEN_NON_EMPTY` whose `compact_deep` value is non-empty.
     The values of rule 1 are used exactly as stored (they are emitted already trimmed).
     """
-    envelope: dict[str, object] = {name: record.get(name) for name in ENVELOPE_ALWAYS}
+    envelope: dict[str, JsonValue] = {name: record.get(name) for name in ENVELOPE_ALWAYS}
     if envelope["idempotency_key"] is None:
         envelope["idempotency_key"] = ""
     if envelope["action_binding"] is None:
@@ -282,7 +283,7 @@ def record_hash(record: Mapping[str, Any]) -> str:
     return sha256_hex(record_envelope(record))
 
 
-def receipt_hash_preimage(record: Mapping[str, Any], record_hash_value: str | None = None) -> dict[str, object]:
+def receipt_hash_preimage(record: Mapping[str, Any], record_hash_value: str | None = None) -> dict[str, JsonValue]:
     """The object whose canonical sha256 is `receipt_hash`.
 
     `record_hash` is the value stated in the record unless `record_hash_value` is given (the
@@ -291,7 +292,7 @@ def receipt_hash_preimage(record: Mapping[str, Any], record_hash_value: str | No
     `evidence_manifest` object as a whole ({} when missing). `policy_bundle_hash` is a member
     only when the record has a non-empty one.
     """
-    preimage: dict[str, object] = {
+    preimage: dict[str, JsonValue] = {
         "decision_record_version": record.get("decision_record_version"),
         "decision_id": record.get("decision_id"),
         "record_hash": record.get("record_hash") if record_hash_value is None else record_hash_value,
@@ -700,7 +701,7 @@ class _AdapterMembers(TypedDict, total=False):
     """`trusted_adapter` and `adapter_facts`, each when the caller gives it (adapter mode)."""
 
     trusted_adapter: TrustedAdapter
-    adapter_facts: dict[str, object]
+    adapter_facts: dict[str, JsonValue]
 
 
 def _outcome_members(evaluation: Evaluation, verdict: Verdict, engine: str) -> OutcomeMembers:

@@ -28,6 +28,7 @@ from typing import Any
 from gate import vocabulary as C
 from gate.errors import GateError
 from gate.protocol.fact_limits import check_facts
+from gate.strict_json import JsonValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +52,7 @@ def _invalid(field: str, code: str, message: str) -> GateError:
     )
 
 
-def forbidden_output_fields(body: Mapping[str, object]) -> list[str]:
+def forbidden_output_fields(body: Mapping[str, JsonValue]) -> list[str]:
     """Response-only names present in the request (reference facts §3 ordering)."""
     found = [name for name in C.RESPONSE_ONLY_FIELDS if name in body]
     context = body.get("context")
@@ -99,7 +100,7 @@ def prepare_decision_request(body: Any) -> PreparedRequest:
     )
 
 
-def _checked_envelope(body: Any) -> tuple[str | None, str | None, dict[str, object]]:
+def _checked_envelope(body: Any) -> tuple[str | None, str | None, dict[str, JsonValue]]:
     """Step 1 (400): a JSON object with a known `response_view`, a string `mode` we know, and
     an object `context` (null or absent is {}). Returns (view, mode, context)."""
     if not isinstance(body, dict):
@@ -139,7 +140,7 @@ def _refuse_advisory_mode(mode: str | None) -> None:
         )
 
 
-def _refuse_oversized_or_preloaded(body: dict[str, object], inputs: object) -> None:
+def _refuse_oversized_or_preloaded(body: dict[str, JsonValue], inputs: object) -> None:
     """Step 3: facts within the evaluation size limits, then no response-only material."""
     # SECURITY: bounded facts (422 EVALUATION_INPUT_TOO_LARGE) before any walk over them.
     check_facts(inputs if isinstance(inputs, dict) else {})
@@ -170,11 +171,11 @@ class _FactsSource:
     """Where the facts come from: `context.inputs` (direct) or one trusted adapter."""
 
     binding_mode: str
-    facts: dict[str, object] | None
-    adapter: dict[str, object] | None
+    facts: dict[str, JsonValue] | None
+    adapter: dict[str, JsonValue] | None
 
 
-def _facts_source(body: dict[str, object], context: dict[str, object], binding_mode: object) -> _FactsSource:
+def _facts_source(body: dict[str, JsonValue], context: dict[str, JsonValue], binding_mode: object) -> _FactsSource:
     """Step 5: facts from exactly one source, the stated binding mode matching it, and each
     source the right shape."""
     inputs = context.get("inputs")
@@ -209,7 +210,7 @@ def _facts_source(body: dict[str, object], context: dict[str, object], binding_m
                         adapter if isinstance(adapter, dict) else None)
 
 
-def _required_rulebook(body: dict[str, object]) -> dict[str, object]:
+def _required_rulebook(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """Step 6: a `rulebook` object (validated in full by `gate.rulebook`)."""
     rulebook = body.get("rulebook")
     if not isinstance(rulebook, dict):

@@ -17,6 +17,7 @@ from typing import Any, NotRequired, TypedDict
 from gate.protocol.confidence import DecisionConfidence
 from gate.protocol.evaluation import Evaluation, EvaluationTrace
 from gate.protocol.release_arm import ReleaseArm
+from gate.strict_json import JsonValue
 from gate.vocabulary import ENGINE, CompactVerdict, Verdict
 
 
@@ -255,7 +256,7 @@ class LineageMembers(TypedDict):
     rulebook_registry: NotRequired[SignedRegistryEntry]
     rulebook_attestation: RulebookAttestation
     trusted_adapter: NotRequired[TrustedAdapter]
-    adapter_facts: NotRequired[dict[str, object]]
+    adapter_facts: NotRequired[dict[str, JsonValue]]
 
 
 class IdentityMembers(TypedDict):

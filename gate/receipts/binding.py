@@ -32,6 +32,7 @@ from typing import Any
 
 from gate.errors import GateError
 from gate.protocol.canonical import CanonicalJSONError, canonical_text
+from gate.strict_json import JsonValue
 
 __all__ = [
     "ANCHOR_MEMBERS",
@@ -66,7 +67,7 @@ CRM_RECORD_REFERENCES = RECORD_REFERENCES + (
 )
 
 
-def derived_action_binding(fields: Mapping[str, object]) -> dict[str, object]:
+def derived_action_binding(fields: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     """`{proposed_action ← action_taken, target_system, target_object_id, mutation}`, with only
     the members whose field is present (non-empty); {} when none is."""
     return {member: fields[source] for member, source in DERIVED_BINDING_SOURCES

@@ -48,6 +48,7 @@ from gate.receipts.validation import (
     validate_execution_request,
     validate_outcome_request,
 )
+from gate.strict_json import JsonValue
 from gate.vocabulary import (
     DECISION_CRM_SYNC_VERSION,
     DECISION_EXECUTION_VERSION,
@@ -101,7 +102,7 @@ def _input_hash(name: str, value: str | None, body: Any) -> str:
     return value
 
 
-def _common(record: Mapping[str, Any], idempotency_key: str | None) -> dict[str, object]:
+def _common(record: Mapping[str, Any], idempotency_key: str | None) -> dict[str, JsonValue]:
     if idempotency_key:  # None or "" mean: no key was sent
         _server_text("idempotency_key", idempotency_key, MAX_IDEMPOTENCY_KEY)
     return {
@@ -122,12 +123,12 @@ def _common(record: Mapping[str, Any], idempotency_key: str | None) -> dict[str,
 def _start(
     record: Any,
     body: Any,
-    validate: Callable[[Any], dict[str, object]],
+    validate: Callable[[Any], dict[str, JsonValue]],
     code: str,
     idempotency_key: str | None,
     *,
     crm: bool = False,
-) -> tuple[Mapping[str, Any], dict[str, object], dict[str, object]]:
+) -> tuple[Mapping[str, Any], dict[str, JsonValue], dict[str, JsonValue]]:
     """Not found, then validation, then record references; returns (record, fields, members)
     where members = the normalized request members overlaid with the record-derived ones."""
     record = _stored_record(record)
@@ -136,7 +137,7 @@ def _start(
     return record, fields, {**fields, **_common(record, idempotency_key)}
 
 
-def _seal(members: dict[str, object], order: tuple[str, ...], hash_member: str) -> dict[str, object]:
+def _seal(members: dict[str, JsonValue], order: tuple[str, ...], hash_member: str) -> dict[str, JsonValue]:
     receipt = hash_preimage(members, order)
     receipt[hash_member] = sha256_hex(receipt)
     return receipt

@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from gate.strict_json import JsonValue
+
 __all__ = [
     "CREDENTIAL_NAMES",
     "CREDENTIAL_VALUE_PREFIXES",
@@ -128,7 +130,7 @@ def _url_paths(url: str, path: str) -> list[str]:
     return found
 
 
-def credential_paths(body: Mapping[str, object], url_members: tuple[str, ...] = ("crm_record_url",)) -> list[str]:
+def credential_paths(body: Mapping[str, JsonValue], url_members: tuple[str, ...] = ("crm_record_url",)) -> list[str]:
     """Every place in `body` that carries credential material, sorted; [] when none.
 
     Paths are dotted member paths (`field_mapping.api_key`, `executor.token`, `items[2].x`);

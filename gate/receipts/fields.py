@@ -24,6 +24,7 @@ from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 from gate.protocol.records import MAX_DECISION_ID, MAX_URL, js_trim
+from gate.strict_json import JsonValue
 from gate.vocabulary import MAX_SAFE_INTEGER
 
 __all__ = [
@@ -269,7 +270,7 @@ _non_empty_identifier = required(identifier, "invalid_value")
 _non_empty_label = required(label, "invalid_value")
 
 
-def _object(value: Any, path: str, problems: Problems, limit: int) -> dict[str, object] | None:
+def _object(value: Any, path: str, problems: Problems, limit: int) -> dict[str, JsonValue] | None:
     if value is None:
         return None
     if not isinstance(value, dict):

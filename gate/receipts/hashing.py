@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gate.protocol.canonical import sha256_hex
+from gate.strict_json import JsonValue
 
 __all__ = [
     "EXECUTION_HASH_MEMBERS",
@@ -135,12 +136,12 @@ def _is_dropped(value: Any) -> bool:
     )
 
 
-def compact(members: Mapping[str, object]) -> dict[str, object]:
+def compact(members: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     """Top-level compaction of §6: drop members whose value is null, "" or {}."""
     return {name: value for name, value in members.items() if not _is_dropped(value)}
 
 
-def hash_preimage(source: Mapping[str, object], members: tuple[str, ...]) -> dict[str, object]:
+def hash_preimage(source: Mapping[str, JsonValue], members: tuple[str, ...]) -> dict[str, JsonValue]:
     """``compact(pick(source, members))``, in `members` order."""
     return compact({name: source[name] for name in members if name in source})
 

@@ -55,6 +55,7 @@ from gate.receipts.values import (
     SYNC_DIRECTIONS,
     SYNC_STATUSES,
 )
+from gate.strict_json import JsonValue
 from gate.vocabulary import (
     DECISION_CRM_SYNC_VERSION,
     DECISION_EXECUTION_VERSION,
@@ -185,7 +186,7 @@ def _executions_by_id(executions: Iterable[Any]) -> dict[str, Mapping[str, Any]]
             if isinstance(receipt, Mapping) and isinstance(receipt.get("execution_receipt_id"), str)}
 
 
-def _stated_link(outcome: Any) -> dict[str, object] | None:
+def _stated_link(outcome: Any) -> dict[str, JsonValue] | None:
     """The outcome's link members as stated (None: no link member at all)."""
     if not isinstance(outcome, Mapping) or not any(name in outcome for name in OUTCOME_LINK_MEMBERS):
         return None

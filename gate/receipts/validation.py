@@ -29,6 +29,7 @@ from gate.receipts.values import (
     SYNC_DIRECTIONS,
     SYNC_STATUSES,
 )
+from gate.strict_json import JsonValue
 from gate.vocabulary import VERDICTS
 
 __all__ = [
@@ -115,7 +116,7 @@ REQUIRED_CRM_SYNC_MEMBERS = ("sync_status", "crm_provider")
 
 
 def _validate(body: Any, members: Mapping[str, F.Check], required: tuple[str, ...],
-              what: str) -> tuple[dict[str, object], F.Problems]:
+              what: str) -> tuple[dict[str, JsonValue], F.Problems]:
     if not isinstance(body, dict):
         problems = F.Problems()
         problems.add("$", "invalid_type", "request body must be a JSON object")
@@ -124,7 +125,7 @@ def _validate(body: Any, members: Mapping[str, F.Check], required: tuple[str, ..
     for key in body:
         if key not in members:
             problems.add(key, "unknown_field", f"{key} is not a member of the {what} request")
-    normalized: dict[str, object] = {}
+    normalized: dict[str, JsonValue] = {}
     for name, check in members.items():
         validate = F.required(check) if name in required else check
         value = validate(body.get(name), name, problems)
@@ -144,7 +145,7 @@ def _raise(problems: F.Problems, what: str) -> None:
     )
 
 
-def validate_execution_request(body: Any) -> dict[str, object]:
+def validate_execution_request(body: Any) -> dict[str, JsonValue]:
     """Normalized execution receipt request; REQUEST_INVALID listing every problem."""
     fields, problems = _validate(body, EXECUTION_REQUEST_MEMBERS, REQUIRED_EXECUTION_MEMBERS,
                                  "execution receipt")
@@ -153,7 +154,7 @@ def validate_execution_request(body: Any) -> dict[str, object]:
     return fields
 
 
-def validate_outcome_request(body: Any) -> dict[str, object]:
+def validate_outcome_request(body: Any) -> dict[str, JsonValue]:
     """Normalized outcome request; REQUEST_INVALID listing every problem. The link to an
     execution receipt names it by id and hash, so one of the two alone is `missing_field` for
     the other."""
@@ -169,7 +170,7 @@ def validate_outcome_request(body: Any) -> dict[str, object]:
     return fields
 
 
-def validate_crm_sync_request(body: Any) -> dict[str, object]:
+def validate_crm_sync_request(body: Any) -> dict[str, JsonValue]:
     """Normalized CRM sync request.
 
     Raises SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN (`forbidden_fields`) first when the body carries

@@ -55,6 +55,7 @@ from gate.releases.model import (
     transition,
 )
 from gate.releases.policy import ReleasePolicy, needs_dry_run
+from gate.strict_json import JsonValue
 
 EVENT_VERSION = "release_event_v1"
 HISTORY_VERSION = "release_history_v1"
@@ -67,7 +68,7 @@ class EventInputs:
     scope_hash: str
     reason: str | None = None
     migration_manifest_hash: str | None = None
-    evidence: Mapping[str, object] | None = None
+    evidence: Mapping[str, JsonValue] | None = None
     principal: Principal | None = None  # who acted (issue 42): signed beside the actor string
     governance_seq: int | None = None  # the scope's policy event in force (gate.releases.governance)
     override: str | None = None  # OVERRIDE_HALT, with the reason, when an admin overrode a halt
@@ -103,7 +104,7 @@ class ReleaseEventBody(TypedDict):
     approval_expires_at: str | None
     reason: str | None
     migration_manifest_hash: str | None
-    evidence: dict[str, object] | None
+    evidence: dict[str, JsonValue] | None
     previous_event_hash: str | None
     state: StateMemberJSON
     principal: NotRequired[dict[str, str]]

@@ -38,6 +38,7 @@ from gate.keys.signing import ReceiptSigner
 from gate.principals import Principal, holder_id, is_distinct_approver
 from gate.releases.model import ReleaseRefused
 from gate.releases.policy import ReleasePolicy, weakenings
+from gate.strict_json import JsonValue
 
 GOVERNANCE_ID = "@release-policy"
 GOVERNANCE_EVENT_VERSION = "release_governance_event_v1"
@@ -104,8 +105,8 @@ class PolicyRequestJSON(TypedDict):
 
     setting: NotRequired[str]
     request_seq: int
-    policy_before: dict[str, object]
-    policy_after: dict[str, object]
+    policy_before: dict[str, JsonValue]
+    policy_after: dict[str, JsonValue]
     weakens: list[str]
     requested_by: str
     expires_at: str
@@ -117,7 +118,7 @@ class GovernanceStateJSON(TypedDict):
 
     policy: dict[str, bool | int | float] | None  # the release policy's (ReleasePolicy.to_json)
     pending: list[PolicyRequestJSON]
-    settings: NotRequired[dict[str, dict[str, object]]]
+    settings: NotRequired[dict[str, dict[str, JsonValue]]]
     applied: NotRequired[dict[str, int]]
 
 
@@ -301,8 +302,8 @@ class GovernanceEventBody(TypedDict):
     expires_at: str | None
     reason: str | None
     approvals_required: NotRequired[bool]
-    policy_before: dict[str, object]
-    policy_after: dict[str, object]
+    policy_before: dict[str, JsonValue]
+    policy_after: dict[str, JsonValue]
     weakens: list[str]
     previous_event_hash: str | None
     state: GovernanceStateJSON

@@ -23,6 +23,7 @@ from typing import Any, Literal, NotRequired, TypedDict, TypeGuard, get_args
 
 from gate.errors import GateError
 from gate.principals import holder_id, is_distinct_approver
+from gate.strict_json import JsonValue
 
 ReleaseAction = Literal["shadow", "canary", "activate", "halt", "rollback", "approve"]
 ACTIONS: tuple[ReleaseAction, ...] = get_args(ReleaseAction)
@@ -269,7 +270,7 @@ def in_canary(canary: Canary, scope: str, rulebook_id: str, subject_value: str) 
     return canary_bucket(scope, rulebook_id, canary.version.version, subject_value) < round(canary.percent * 100)
 
 
-def subject_value(request: Mapping[str, object], path: str, fallback: str) -> str:
+def subject_value(request: Mapping[str, JsonValue], path: str, fallback: str) -> str:
     """The subject at a dotted path of the request (e.g. `context.source_record_id`), as text;
     `fallback` (the request's input hash) when it is absent or not a scalar."""
     node: Any = request

@@ -35,6 +35,7 @@ from gate.replay.historical import (
 )
 from gate.resources import schemas_path
 from gate.rulebook import schema_hash
+from gate.strict_json import JsonValue
 
 CORPUS_DIR = schemas_path("golden-replay")
 INDEX_FILE = "index.json"
@@ -54,7 +55,7 @@ class Fixture:
     description: str
     request_text: str
     snapshot: Snapshot
-    expected_record: dict[str, object]
+    expected_record: dict[str, JsonValue]
 
     @property
     def rulebook_id(self) -> str:
@@ -70,7 +71,7 @@ class FixtureResult(TypedDict):
     rulebook_id: str
     mode: str
     replay_status: str
-    error: NotRequired[dict[str, object]]
+    error: NotRequired[dict[str, JsonValue]]
     compared: NotRequired[dict[str, bool]]
     drift_fields: NotRequired[list[str]]
     candidate_rulebook_hash: NotRequired[str]

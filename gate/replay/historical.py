@@ -55,6 +55,7 @@ from gate.protocol.types import (
 )
 from gate.rulebook import get_evaluator
 from gate.rulebook.budget import check_evaluation_cost
+from gate.strict_json import JsonValue
 
 REPLAY_HISTORICAL = "historical"
 REPLAY_CURRENT = "current"
@@ -81,14 +82,14 @@ _BODY_HASHES: dict[int, tuple[object, str]] = {}  # snapshot object id -> (snaps
 class AdapterRunner(Protocol):
     """What replay needs of the adapter registry (`gate.adapters.AdapterRegistry`)."""
 
-    def run(self, invocation: dict[str, object]) -> AdapterRun: ...
+    def run(self, invocation: dict[str, JsonValue]) -> AdapterRun: ...
 
 
 class Snapshot(SnapshotLineage):
     """A bound rulebook snapshot as the ledger (or a corpus fixture) holds it, its body and
     registry entry parsed (the ledger's `SnapshotRow` holds them as text)."""
 
-    body: dict[str, object]  # the rulebook document as stored (validated again before it is evaluated)
+    body: dict[str, JsonValue]  # the rulebook document as stored (validated again before it is evaluated)
     registry: SignedRegistryEntry | None  # None: a candidate, registered nowhere (gate.replay.migration_check)
 
 
@@ -123,7 +124,7 @@ class StoredMaterial:
 @dataclass(frozen=True, slots=True)
 class ReplayRequest:
     mode: str
-    input: dict[str, object] | None
+    input: dict[str, JsonValue] | None
     response_view: str | None
     mode_given: bool = True  # False: the caller sent no replay_mode (the default applies)
 
@@ -191,7 +192,7 @@ class ReplaySummary(TypedDict):
     replay_status: str
     drift: list[Drift]
     simulation_only: bool
-    decision: dict[str, object]
+    decision: dict[str, JsonValue]
     replay_label: NotRequired[str]
 
 
@@ -307,7 +308,7 @@ def _rulebook_ref(record: Mapping[str, Any]) -> RulebookReference:
 # --------------------------------------------------------------------------- adapters
 
 
-def run_adapter(adapters: AdapterRunner | None, invocation: dict[str, object]) -> AdapterRun:
+def run_adapter(adapters: AdapterRunner | None, invocation: dict[str, JsonValue]) -> AdapterRun:
     """Re-run the pinned invocation; registry refusals become lineage errors (409)."""
     if adapters is None or not hasattr(adapters, "run"):
         raise lineage_unavailable("adapter", "no trusted adapter registry is available for this replay",
@@ -343,8 +344,8 @@ def check_adapter_lineage(stored: Any, replayed: TrustedAdapter) -> None:
 
 
 def rebuild_record(
-    record: Mapping[str, Any], prepared: PreparedRequest, *, rulebook: dict[str, object], rulebook_hash: str,
-    facts: dict[str, object], registry: SignedRegistryEntry | None, schema_url: str, schema_hash: str,
+    record: Mapping[str, Any], prepared: PreparedRequest, *, rulebook: dict[str, JsonValue], rulebook_hash: str,
+    facts: dict[str, JsonValue], registry: SignedRegistryEntry | None, schema_url: str, schema_hash: str,
     engine: str, input_hash: str, adapter_run: AdapterRun | None = None,
 ) -> RecordMembers:
     """The record these inputs give, with the stored record's identity (id, request id,
@@ -452,7 +453,7 @@ class _ReplayFacts:
     came from (None: not from an adapter)."""
 
     prepared: PreparedRequest
-    facts: dict[str, object]
+    facts: dict[str, JsonValue]
     input_hash: str
     adapter_run: AdapterRun | None = None
 
@@ -549,7 +550,7 @@ def _as_direct(prepared: PreparedRequest) -> PreparedRequest:
                            response_view=prepared.response_view)
 
 
-def _override_input_hash(prepared: PreparedRequest, facts: dict[str, object]) -> str:
+def _override_input_hash(prepared: PreparedRequest, facts: dict[str, JsonValue]) -> str:
     """`input_hash` of the request the override stands for: the stored request with
     `context.inputs` = the override (and no adapter invocation)."""
     request = {k: v for k, v in prepared.request.items() if k not in ("adapter", "binding_mode")}

@@ -56,6 +56,7 @@ from gate.replay.golden import (
 from gate.replay.historical import Snapshot
 from gate.resources import schemas_path
 from gate.rulebook import get_evaluator
+from gate.strict_json import JsonValue
 
 MIGRATION_SCHEMA = schemas_path("rulebook-migration-v1.schema.json")
 CLASS_COVERS = {"evaluator": {"evaluator"}, "adapter": {"adapter"}, "rulebook": {"rulebook"},
@@ -68,8 +69,8 @@ class ManifestSummary(TypedDict):
     migration_id: str
     status: str
     compatibility_class: str
-    to: dict[str, object]
-    expected_drift: dict[str, object]
+    to: dict[str, JsonValue]
+    expected_drift: dict[str, JsonValue]
     approval_status: str
 
 

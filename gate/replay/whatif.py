@@ -37,6 +37,7 @@ from gate.replay.historical import (
 )
 from gate.rulebook import CompiledRulebook, Evaluation, get_evaluator
 from gate.rulebook.budget import check_evaluation_cost
+from gate.strict_json import JsonValue
 
 MAX_SCENARIOS = 20
 MAX_LABEL = 200
@@ -60,7 +61,7 @@ class Scenario(TypedDict):
 
     scenario_id: str
     label: NotRequired[str | None]
-    context_patch: dict[str, object]
+    context_patch: dict[str, JsonValue]
 
 
 class ScenarioChange(TypedDict):
@@ -83,7 +84,7 @@ class ScenarioResult(AttestationOutcome):
     diff: list[ScenarioChange]
     recommendation: str
     recommendation_text: str
-    decision: NotRequired[dict[str, object]]
+    decision: NotRequired[dict[str, JsonValue]]
 
 
 class EvaluatedAgainst(TypedDict):
@@ -101,7 +102,7 @@ class CounterfactualsBody(TypedDict):
     simulation_only: bool
     authorizes_mutation: bool
     evaluated_against: EvaluatedAgainst
-    stored: dict[str, object]
+    stored: dict[str, JsonValue]
     baseline: AttestationOutcome
     scenario_count: int
     scenarios: list[ScenarioResult]
@@ -199,7 +200,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-def base_context(material: StoredMaterial, prepared: PreparedRequest) -> dict[str, object]:
+def base_context(material: StoredMaterial, prepared: PreparedRequest) -> dict[str, JsonValue]:
     """The stored context with `inputs` = the stored facts. 422
     `COUNTERFACTUAL_BASE_INPUT_UNAVAILABLE` when an adapter decision has no stored facts."""
     context = dict(prepared.context)
@@ -234,8 +235,8 @@ class _PatchedScenario:
     """A validated scenario with its patched context and the facts that context gives."""
 
     scenario: Scenario
-    context: dict[str, object]
-    facts: dict[str, object]
+    context: dict[str, JsonValue]
+    facts: dict[str, JsonValue]
 
 
 def _stored_base(material: StoredMaterial, current: Snapshot | None) -> tuple[PreparedRequest, Snapshot]:
@@ -251,7 +252,7 @@ def _stored_base(material: StoredMaterial, current: Snapshot | None) -> tuple[Pr
     return prepared, current
 
 
-def _patched_scenarios(base: dict[str, object], scenarios: list[Scenario],
+def _patched_scenarios(base: dict[str, JsonValue], scenarios: list[Scenario],
                        current: CompiledRulebook) -> list[_PatchedScenario]:
     """Each scenario's patch over the base context, every one checked against the evaluation
     budget before any is evaluated."""

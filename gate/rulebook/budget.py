@@ -34,6 +34,7 @@ from gate.errors import GateError
 from gate.rulebook.operators import BY_NAME, Cost
 from gate.rulebook.semantics import MISSING
 from gate.rulebook.shapes import Condition, RulebookDocument
+from gate.strict_json import JsonValue
 
 __all__ = [
     "MAX_EVALUATION_WORK",
@@ -101,7 +102,7 @@ def _profile(rulebook: RulebookDocument, rulebook_hash: str) -> tuple[tuple[tupl
     return result
 
 
-def _resolve(facts: dict[str, object], parts: tuple[str, ...]) -> object:
+def _resolve(facts: dict[str, JsonValue], parts: tuple[str, ...]) -> object:
     value: object = facts
     for part in parts:
         if not isinstance(value, dict):

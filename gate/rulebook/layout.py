@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gate.strict_json import JsonValue
+
 TOP = ("schema_version", "rulebook_id", "version", "description", "input_schema", "rules", "default_outcome")
 RULE = ("rule_id", "priority", "description", "condition", "outcome")
 OUTCOME = ("decision", "verdict", "action", "reason_code")
@@ -17,7 +19,7 @@ CONDITION = ("field", "operator", "value", "all", "any", "not")
 INPUT_SCHEMA = ("required", "properties")
 
 
-def _ordered(node: dict[str, object], order: tuple[str, ...]) -> dict[str, object]:
+def _ordered(node: dict[str, JsonValue], order: tuple[str, ...]) -> dict[str, JsonValue]:
     named = {key: node[key] for key in order if key in node}
     return {**named, **{key: value for key, value in node.items() if key not in named}}
 

@@ -37,6 +37,7 @@ from gate.rulebook import get_evaluator
 from gate.rulebook.contract import VERDICT_YES
 from gate.rulebook.shapes import Outcome, Rule, RulebookDocument
 from gate.rulebook.validate import checked_rulebook
+from gate.strict_json import JsonValue
 from gate.vocabulary import BINDING_DIRECT, MODE_RULEBOOK, RULEBOOK_SCHEMA_VERSION
 
 PATTERN_VERSION = "decision_pattern_v1"
@@ -71,10 +72,10 @@ class AuthoredPattern(_Described):
 
     rulebook_file: str
     question: str
-    context: dict[str, object]
-    inputs: dict[str, object]
-    observed_metrics: dict[str, object]
-    crm: dict[str, object]
+    context: dict[str, JsonValue]
+    inputs: dict[str, JsonValue]
+    observed_metrics: dict[str, JsonValue]
+    crm: dict[str, JsonValue]
 
 
 class RequestTemplate(TypedDict):
@@ -84,7 +85,7 @@ class RequestTemplate(TypedDict):
     mode: str
     binding_mode: str
     rulebook: RulebookDocument
-    context: dict[str, object]
+    context: dict[str, JsonValue]
 
 
 class PatternEntry(_Described):
@@ -97,8 +98,8 @@ class PatternEntry(_Described):
     required_context_fields: list[str]
     evidence_codes: list[str]
     decision_request_template: RequestTemplate
-    outcome_template: dict[str, object]
-    crm_sync_template: dict[str, object]
+    outcome_template: dict[str, JsonValue]
+    crm_sync_template: dict[str, JsonValue]
     sdk_examples: dict[str, str]
     pattern_hash: NotRequired[str]  # the sha256 of the rest: added last, once the rest is written
 
@@ -229,7 +230,7 @@ def _read_rulebook(pattern_id: str, rulebook_file: str, base: Path) -> object:
     return rulebook
 
 
-def _check_example(pattern_id: str, rulebook: object, rulebook_hash: str, inputs: dict[str, object]) -> RulebookDocument:
+def _check_example(pattern_id: str, rulebook: object, rulebook_hash: str, inputs: dict[str, JsonValue]) -> RulebookDocument:
     """The rulebook, typed: it is valid and the entry's example inputs reach a verdict (not needs_input)."""
     try:
         document = checked_rulebook(rulebook)
@@ -241,11 +242,11 @@ def _check_example(pattern_id: str, rulebook: object, rulebook_hash: str, inputs
     return document
 
 
-def _without_nulls(body: dict[str, object]) -> dict[str, object]:
+def _without_nulls(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
     return {k: v for k, v in body.items() if v is not None}
 
 
-def _outcome_template(pattern_id: str, authored: AuthoredPattern, rulebook: RulebookDocument) -> dict[str, object]:
+def _outcome_template(pattern_id: str, authored: AuthoredPattern, rulebook: RulebookDocument) -> dict[str, JsonValue]:
     """A `POST /api/decision/outcome` body for the approving action, the context's target."""
     context = authored["context"]
     return _without_nulls({
@@ -262,7 +263,7 @@ def _outcome_template(pattern_id: str, authored: AuthoredPattern, rulebook: Rule
     })
 
 
-def _crm_sync_template(crm: dict[str, object]) -> dict[str, object]:
+def _crm_sync_template(crm: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """A CRM write-back body: the authored CRM mapping, the record's members as placeholders."""
     return _without_nulls({
         "sync_status": "written",

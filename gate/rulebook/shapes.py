@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, NotRequired, TypedDict
 
 from gate.protocol.evaluation import Evaluation
+from gate.strict_json import JsonValue
 from gate.vocabulary import Verdict
 
 __all__ = [
@@ -22,7 +23,6 @@ __all__ = [
     "Evaluator",
     "InputProperty",
     "InputSchema",
-    "JsonValue",
     "Outcome",
     "Rule",
     "RulebookDocument",
@@ -30,8 +30,6 @@ __all__ = [
     "rulebook_ref",
 ]
 
-JsonValue = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
-"""A plain JSON value: what a leaf's `value` holds (the validator rejects anything else)."""
 
 Condition = TypedDict(
     "Condition",

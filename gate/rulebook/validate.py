@@ -70,6 +70,7 @@ from gate.rulebook.contract import (
     VALUELESS_OPERATORS,
 )
 from gate.rulebook.shapes import RulebookDocument
+from gate.strict_json import JsonValue
 from gate.vocabulary import MAX_SAFE_INTEGER, VERDICTS
 
 __all__ = ["checked_rulebook", "validate_rulebook"]
@@ -112,7 +113,7 @@ class _Walk:
 
     # ------------------------------------------------------------------ objects
 
-    def closed(self, obj: Mapping[str, object], path: str, allowed: tuple[str, ...], kind: str) -> None:
+    def closed(self, obj: Mapping[str, JsonValue], path: str, allowed: tuple[str, ...], kind: str) -> None:
         """Report keys outside `allowed`: every Rulebook v1 object is closed."""
         unknown = [key for key in obj if key not in allowed]
         for key in sorted(unknown, key=_key_order):
@@ -127,7 +128,7 @@ class _Walk:
         else:
             self.add(path, UNKNOWN_FIELD, f"unknown member; {why}")
 
-    def required(self, obj: Mapping[str, object], path: str, names: tuple[str, ...]) -> list[str]:
+    def required(self, obj: Mapping[str, JsonValue], path: str, names: tuple[str, ...]) -> list[str]:
         """Report absent required members; return the present ones to check."""
         for name in names:
             if name not in obj:
@@ -332,7 +333,7 @@ class _Walk:
         else:
             self.add(path, INVALID_TYPE, "not takes one condition object")
 
-    def leaf(self, node: Mapping[str, object], path: str) -> None:
+    def leaf(self, node: Mapping[str, JsonValue], path: str) -> None:
         self.required(node, path, ("field", "operator"))
         if "field" in node:
             self.pattern(node["field"], f"{path}.field", "field", FIELD_PATH_RE, FIELD_PATH_RE.pattern)

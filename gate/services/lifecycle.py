@@ -36,6 +36,7 @@ from gate.ledger import Ledger
 from gate.ledger.confidence import Bucket, OutcomeMove
 from gate.ledger.lifecycle import DONE, ClaimLost, LifecycleStore
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
+from gate.strict_json import JsonValue
 
 STALE_CLAIM_SECONDS = 30
 CREATED = "created"
@@ -196,7 +197,7 @@ class LifecycleService:
         with suppress(LedgerUnavailable):  # a stale pending claim is taken over after STALE_CLAIM_SECONDS
             self.store.release(scope=scope, kind=kind.name, key=key, token=token)
 
-    def list(self, kind: Kind, decision_id: str, *, limit: int, cursor: str | None) -> dict[str, object]:
+    def list(self, kind: Kind, decision_id: str, *, limit: int, cursor: str | None) -> dict[str, JsonValue]:
         before = _parse_cursor(cursor) if cursor else None
         rows = self.store.receipts(decision_id, kind.name, limit=limit + 1, before=before)
         page, more = rows[:limit], len(rows) > limit
@@ -214,7 +215,7 @@ class LifecycleService:
         receipt's hash and its links to the record recomputed (packet step 3, outcome links to
         execution receipts included), and each row's indexed hash, decision id and link columns
         equal to the receipt it stores."""
-        parsed: dict[str, builtins.list[dict[str, object]]] = {}
+        parsed: dict[str, builtins.list[dict[str, JsonValue]]] = {}
         failures: list[str] = []
         for kind in KINDS.values():
             rows = self.store.receipts(decision_id, kind.name, limit=limit)
@@ -229,7 +230,7 @@ class LifecycleService:
         return sorted(set(failures) | {failure.name for failure in links})
 
     def _linked_executions(self, decision_id: str,
-                           parsed: dict[str, builtins.list[dict[str, object]]]) -> builtins.list[dict[str, object]]:
+                           parsed: dict[str, builtins.list[dict[str, JsonValue]]]) -> builtins.list[dict[str, JsonValue]]:
         """The execution receipts the outcomes' links resolve against: those read, and any older
         one a link names, read by id (absent when the decision has no such receipt)."""
         known = {receipt.get("execution_receipt_id") for receipt in parsed["execution"]}
@@ -238,7 +239,7 @@ class LifecycleService:
         older = [self.store.execution_receipt(decision_id, receipt_id) for receipt_id in sorted(named)]
         return parsed["execution"] + [receipt for receipt in older if receipt is not None]
 
-    def all_for(self, kind: Kind, decision_id: str, limit: int) -> tuple[builtins.list[dict[str, object]], int]:
+    def all_for(self, kind: Kind, decision_id: str, limit: int) -> tuple[builtins.list[dict[str, JsonValue]], int]:
         rows = self.store.receipts(decision_id, kind.name, limit=limit)
         return [json.loads(row["receipt_json"]) for row in rows], self.store.count(decision_id, kind.name)
 
@@ -255,7 +256,7 @@ def _outcome_move(kind: Kind, scope: str, record: Mapping[str, Any], receipt: Ma
                        OUTCOME_EFFECTIVENESS_CLASS[receipt["outcome_status"]])
 
 
-def _link_columns(kind: Kind, receipt: Mapping[str, object]) -> dict[str, object]:
+def _link_columns(kind: Kind, receipt: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     """The row's copies of an Outcome Record's execution link (null on every other row: an
     execution receipt's own id and hash are not a link)."""
     linked = kind.name == "outcome"

@@ -30,6 +30,7 @@ from gate.ledger import Ledger
 from gate.ledger.operations import PilotStore, proof_counts, recent_policy_ids
 from gate.policychecks.tables import VendorRow, load_tables
 from gate.protocol.canonical import sha256_hex
+from gate.strict_json import JsonValue
 
 PILOT_USE_CASES = ("pricing_exception", "refund_review", "agent_action_gate", "crm_writeback_gate",
                    "policy_checks", "other")
@@ -339,7 +340,7 @@ class ProofMetricsService:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
 
-    def counts(self) -> dict[str, object]:
+    def counts(self) -> dict[str, JsonValue]:
         """Decisions by authority and verdict, receipts by kind, chains, workflow runs, pilots."""
         return proof_counts(self.ledger)
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TypedDict
 
 from gate.rulebook.analysis import group_findings
-from gate.rulebook.shapes import JsonValue
+from gate.strict_json import JsonValue
 
 FIXES = {
     "undeclared_field": "declare the fact in input_schema.properties (with its type), or read a declared fact",

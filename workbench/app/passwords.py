@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gate.errors import CodedError
+from gate.strict_json import JsonValue
 
 SCHEME = "scrypt"
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**15, 8, 1
@@ -107,7 +108,7 @@ def check_user(user: str) -> None:
                                 "without leading or trailing spaces")
 
 
-def read_raw(path: Path) -> dict[str, object]:
+def read_raw(path: Path) -> dict[str, JsonValue]:
     """The JSON object in `path` as it is (a missing file is an empty object)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -140,7 +141,7 @@ def load_hashes(path: Path) -> dict[str, ScryptHash]:
     return hashes
 
 
-def write_file(path: Path, data: dict[str, object]) -> None:
+def write_file(path: Path, data: dict[str, JsonValue]) -> None:
     """Replace `path` atomically by `data`, readable by the owner only (0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

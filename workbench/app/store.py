@@ -38,8 +38,8 @@ from gate.principals import Permission, Permissions, Principal
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.evaluation import Check
 from gate.rulebook import RulebookDocument, checked_rulebook, get_evaluator
-from gate.rulebook.shapes import JsonValue
 from gate.services.events import SubscriptionView
+from gate.strict_json import JsonValue
 from workbench.app.jsonpos import locate, position_of
 from workbench.app.stores.decisions import DecisionReads, StoredEvaluation
 from workbench.app.stores.holds import HoldDesk
@@ -368,7 +368,7 @@ class WorkbenchStore:
         """State, policy, live comparison and history of a release (runs its guardrails)."""
         return self.releases.status(scope, rulebook_id)
 
-    def release_act(self, scope: str, rulebook_id: str, body: Mapping[str, object], principal: Principal,
+    def release_act(self, scope: str, rulebook_id: str, body: Mapping[str, JsonValue], principal: Principal,
                     permissions: Permissions) -> dict[str, Any]:
         """One transition by the session's `principal` with its `permissions` in `scope` (a signed
         event; the service refuses an action the permissions do not cover, and an approval by the
@@ -383,7 +383,7 @@ class WorkbenchStore:
         return [self.events.deliveries(scope, sub["subscription_id"]) for sub in self.events.listed(scope)]
 
     def event_subscribe(self, scope: str, principal: Principal, permissions: Permissions,
-                        body: Mapping[str, object]) -> tuple[SubscriptionView, str]:
+                        body: Mapping[str, JsonValue]) -> tuple[SubscriptionView, str]:
         """A new subscription made by the session's principal (its secret, shown this once); while
         the scope requires approvals a new endpoint is `pending` until a second holder approves it."""
         require(permissions, "admin")

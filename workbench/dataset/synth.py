@@ -31,6 +31,7 @@ import pyarrow.fs as pafs
 from gate.clock import iso_ms
 from gate.protocol.canonical import key_order, sha256_hex
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
+from gate.strict_json import JsonValue
 from workbench.dataset import integrity, rollups
 from workbench.dataset.convert import frame_of
 from workbench.dataset.export import (
@@ -93,7 +94,7 @@ def _take(values: Sequence[str], index: np.ndarray) -> pa.Array:
     return pa.array(np.asarray(values, dtype=object)[index], pa.string())
 
 
-def _json_object(rendered: dict[str, object]) -> pa.Array:
+def _json_object(rendered: dict[str, JsonValue]) -> pa.Array:
     """Canonical JSON objects from columns already rendered as JSON values (keys in
     `json.sort_deep.v1` order)."""
     parts: list[Any] = []

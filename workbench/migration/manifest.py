@@ -27,6 +27,7 @@ from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner, b64url_decode, ed25519_verify
 from gate.protocol.canonical import canonical_bytes, sha256_bytes_hex, sha256_hex
 from gate.resources import schemas_path
+from gate.strict_json import JsonValue
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 from workbench.dataset import iceberg, integrity
 from workbench.dataset.location import DatasetError, open_location
@@ -49,8 +50,8 @@ _DRIFT_FIELDS = ("status", "verdict", "application_verdict", "action", "reason_c
 
 
 @functools.lru_cache(maxsize=1)
-def migration_schema() -> dict[str, object]:
-    schema: dict[str, object] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+def migration_schema() -> dict[str, JsonValue]:
+    schema: dict[str, JsonValue] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     return schema
 
 
@@ -121,7 +122,7 @@ class Verification(TypedDict):
     problems: list[str]
 
 
-def _unsigned(manifest: Mapping[str, object]) -> dict[str, object]:
+def _unsigned(manifest: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     """A manifest (as read: any JSON object) without its seal, as `migration_hash` hashes it."""
     return {k: v for k, v in manifest.items() if k not in ("migration_hash", "signature")}
 

@@ -21,6 +21,7 @@ from gate.rulebook.analysis.shapes import RegionJSON
 from gate.rulebook.analysis.space import Space
 from gate.rulebook.cache import get_evaluator
 from gate.rulebook.shapes import Evaluator, RulebookDocument
+from gate.strict_json import JsonValue
 
 COMPARE_MODES = ("outcome", "decision", "rule")
 
@@ -53,7 +54,7 @@ class Region:
 
     space: Space
     cube: Cube
-    witness: dict[str, object]
+    witness: dict[str, JsonValue]
 
     def contains(self, facts: Any) -> bool:
         """Is this fact set inside the region?"""

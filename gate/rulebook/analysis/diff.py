@@ -33,6 +33,7 @@ from gate.rulebook.analysis.sampling import DEFAULT_SAMPLES, samples
 from gate.rulebook.analysis.shapes import FieldDescription, InexactReason, LabelJSON, RegionJSON
 from gate.rulebook.analysis.space import Space
 from gate.rulebook.shapes import Evaluator, RulebookDocument, RulebookRef, rulebook_ref
+from gate.strict_json import JsonValue
 
 
 class DifferenceJSON(TypedDict):
@@ -43,7 +44,7 @@ class DifferenceJSON(TypedDict):
     new: LabelJSON
     where: list[FieldDescription] | None
     text: str | None
-    witness: dict[str, object]
+    witness: dict[str, JsonValue]
     samples: NotRequired[int]
 
 
@@ -70,7 +71,7 @@ class Difference:
     old: Label
     new: Label
     region: Region | None  # None for a sampled difference (only its witness is known)
-    witness: dict[str, object]
+    witness: dict[str, JsonValue]
     count: int = 1  # sampled differences: how many samples had this pair of results
 
     def contains(self, facts: Any) -> bool:

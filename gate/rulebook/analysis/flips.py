@@ -35,6 +35,7 @@ from gate.rulebook.analysis.space import Atom, Space, resolve
 from gate.rulebook.operators import is_number
 from gate.rulebook.semantics import MISSING
 from gate.rulebook.shapes import Evaluator, RulebookDocument
+from gate.strict_json import JsonValue
 
 
 class Threshold(TypedDict):
@@ -56,7 +57,7 @@ FlipJSON = TypedDict("FlipJSON", {
     "threshold": Threshold | None,
     "old": LabelJSON,
     "new": LabelJSON,
-    "facts": dict[str, object],
+    "facts": dict[str, JsonValue],
     "exact": bool,
 })
 """`Flip.to_json()` (docs/rulebook-analysis.md, "Minimal flips JSON"); `from` and `to` are the
@@ -73,7 +74,7 @@ class Flip:
     threshold: Threshold | None
     old: Label
     new: Label
-    facts: dict[str, object]
+    facts: dict[str, JsonValue]
     exact: bool
 
     def to_json(self) -> FlipJSON:
@@ -110,7 +111,7 @@ def _nearest(atom: Atom, x: Any) -> tuple[Any, Threshold | None]:
     return value, bound
 
 
-def _with(facts: dict[str, object], path: str, value: Any) -> dict[str, object]:
+def _with(facts: dict[str, JsonValue], path: str, value: Any) -> dict[str, JsonValue]:
     out = copy.deepcopy(facts)
     parts = path.split(".")
     target = out
@@ -154,7 +155,7 @@ class _Decision:
 
     run: Evaluator
     key: CompareKey
-    facts: dict[str, object]
+    facts: dict[str, JsonValue]
     current: Label
 
 

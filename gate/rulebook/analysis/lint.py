@@ -39,6 +39,7 @@ from gate.rulebook.analysis.shapes import FieldDescription, InexactReason, Label
 from gate.rulebook.analysis.space import Space, leaves_of
 from gate.rulebook.compile import rule_order
 from gate.rulebook.shapes import Evaluator, RulebookDocument, RulebookRef, rulebook_ref
+from gate.strict_json import JsonValue
 
 WARNING, INFO = "warning", "info"
 
@@ -58,7 +59,7 @@ class Finding(TypedDict):
     message: str
     where: NotRequired[list[FieldDescription] | None]
     text: NotRequired[str | None]
-    witness: NotRequired[dict[str, object]]
+    witness: NotRequired[dict[str, JsonValue]]
 
 
 class LintReportJSON(TypedDict):
@@ -208,8 +209,8 @@ def _sampled(space: Space, rulebook: RulebookDocument, run: Evaluator, count: in
     ordered = rule_order(rulebook["rules"])
     single = [evaluator({**rulebook, "rules": [rule]}) for rule in ordered]
     hit: set[int] = set()
-    pairs: dict[tuple[int, int], dict[str, object]] = {}
-    fall: dict[str, object] | None = None
+    pairs: dict[tuple[int, int], dict[str, JsonValue]] = {}
+    fall: dict[str, JsonValue] | None = None
     for facts in samples(space, count):
         result = run(facts)
         if result.status != STATUS_OK:

@@ -18,6 +18,7 @@ from typing import Any
 
 from gate.rulebook.analysis.space import Atom, Field, Space, set_path
 from gate.rulebook.semantics import MISSING
+from gate.strict_json import JsonValue
 
 DEFAULT_SAMPLES = 4000
 
@@ -56,13 +57,13 @@ class _MissingSample:
 _MISSING_SAMPLE = _MissingSample()
 
 
-def samples(space: Space, count: int = DEFAULT_SAMPLES, seed: int = 0) -> Iterator[dict[str, object]]:
+def samples(space: Space, count: int = DEFAULT_SAMPLES, seed: int = 0) -> Iterator[dict[str, JsonValue]]:
     """`count` fact sets over the space's fields (deterministic for a seed)."""
     rng = random.Random(seed)  # noqa: S311 - reproducible samples of an input space, not secrets
     order = sorted(range(len(space.fields)), key=lambda i: space.fields[i].path)
     preferred = [_preferred(f) for f in space.fields]
     for _ in range(count):
-        facts: dict[str, object] = {}
+        facts: dict[str, JsonValue] = {}
         for index in order:
             value = _value(space, index, rng, preferred[index])
             # The `missing` atom's representative is the MISSING marker: the path stays absent,

@@ -3,13 +3,15 @@
 A result on a region is a `LabelJSON` (`model.Label.to_json`); a region is a `RegionJSON`: its
 constrained fields (`FieldDescription`, each with what the field `allows`), the same in words,
 and a witness fact set; `InexactReason` says why a report is not exact. Fact sets (witnesses,
-samples, a flip's facts) are plain JSON objects, `dict[str, object]`. The reports themselves
+samples, a flip's facts) are plain JSON objects, `dict[str, JsonValue]`. The reports themselves
 (`LintReportJSON`, `DiffReportJSON`, `FlipJSON`) are declared beside the code that builds them.
 """
 
 # No `from __future__ import annotations`: the `NotRequired` member must be seen at run time
 # (`__required_keys__`), which string annotations would hide on Python 3.11.
 from typing import NotRequired, TypedDict
+
+from gate.strict_json import JsonValue
 
 __all__ = [
     "ConstantsAllowed",
@@ -74,8 +76,8 @@ class ConstantsAllowed(TypedDict):
 
 
 class ObjectsAllowed(TypedDict):
-    values: list[dict[str, object]]
-    excluded: list[dict[str, object]]
+    values: list[dict[str, JsonValue]]
+    excluded: list[dict[str, JsonValue]]
     any_other: bool
 
 
@@ -105,4 +107,4 @@ class RegionJSON(TypedDict):
 
     where: list[FieldDescription] | None
     text: str | None
-    witness: dict[str, object]
+    witness: dict[str, JsonValue]

@@ -44,6 +44,7 @@ from gate.rulebook.analysis.shapes import FieldDescription, InexactReason
 from gate.rulebook.operators import BY_NAME, OPERATORS, Operand, is_number
 from gate.rulebook.semantics import MISSING, strict_equal
 from gate.rulebook.shapes import Condition, RulebookDocument
+from gate.strict_json import JsonValue
 
 MAX_NEEDLES = 10
 # The operators whose value is a needle (contains, not_contains): named when they make a space inexact.
@@ -121,7 +122,7 @@ class Field:
     arrays: list[tuple[list[Any], int]] = field(default_factory=list)  # (constant, atom)
     array_needles: list[Any] = field(default_factory=list)
     array_sigs: dict[frozenset[int], int] = field(default_factory=dict)
-    objects: list[tuple[dict[str, object], int]] = field(default_factory=list)  # (constant, atom)
+    objects: list[tuple[dict[str, JsonValue], int]] = field(default_factory=list)  # (constant, atom)
     other_object: int = -1
     sample_needles: list[Any] = field(default_factory=list)  # every contains value, for sampling
 
@@ -356,9 +357,9 @@ class Space:
     def contains(self, cube: Cube, atoms: list[int]) -> bool:
         return all(atoms[i] >= 0 and (mask >> atoms[i]) & 1 for i, mask in cube.items())
 
-    def witness(self, cube: Cube) -> dict[str, object] | None:
+    def witness(self, cube: Cube) -> dict[str, JsonValue] | None:
         """A fact set inside `cube`, or None when nested paths make the region empty."""
-        facts: dict[str, object] = {}
+        facts: dict[str, JsonValue] = {}
         children = self.children
         for root in children.get(-1, []):
             if root not in cube and root not in children:
@@ -381,7 +382,7 @@ class Space:
                 if all(self._allows(k, cube, resolve(atom.rep, self._rest(i, k)), children) for k in kids):
                     return atom.rep
             elif atom.kind == "object":
-                obj: dict[str, object] = {self.sentinel: 0}
+                obj: dict[str, JsonValue] = {self.sentinel: 0}
                 for k in kids:
                     value = self._solve(k, cube, children)
                     if value is _FAIL:
@@ -424,7 +425,7 @@ def resolve(facts: Any, path: str) -> Any:
     return current
 
 
-def set_path(facts: dict[str, object], path: str, value: object) -> None:
+def set_path(facts: dict[str, JsonValue], path: str, value: JsonValue) -> None:
     """Set a dotted path, creating (or replacing non-object) intermediate objects."""
     parts = path.split(".")
     target = facts

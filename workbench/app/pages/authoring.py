@@ -13,6 +13,7 @@ import panel as pn
 import param
 
 from gate.rulebook import RulebookDocument
+from gate.strict_json import JsonValue
 from workbench.app.lintview import LintItem, lint_items
 from workbench.app.pages.common import json_pane, note
 from workbench.app.pages.rule_table import rule_table
@@ -125,7 +126,7 @@ def _regions_markdown(item: LintItem) -> str:
                       for number, region in enumerate(item["regions"], start=1))
 
 
-def lint_view(report: Mapping[str, object] | None, text: str) -> pn.Column:
+def lint_view(report: Mapping[str, JsonValue] | None, text: str) -> pn.Column:
     """The lint findings as a readable list, one line per distinct finding (`lint_items`: the
     same finding in seven regions is one line that says 7), most severe first; a finding with
     regions opens to list them, each with a fact set that lands there."""
@@ -171,7 +172,7 @@ def _draft_tests(state: AuthoringState) -> pn.Row:
     )
 
 
-def live_warnings(report: Mapping[str, object] | None, text: str) -> str:
+def live_warnings(report: Mapping[str, JsonValue] | None, text: str) -> str:
     """The lint's warnings of the draft under the editor, as each edit's live check finds them:
     an undeclared fact read, a comparison no valid input satisfies (a number compared with a
     string), a rule never reached. Empty when there are none (info findings stay in the list)."""

@@ -10,6 +10,7 @@ from typing import Any
 import param
 
 from gate.errors import GateError
+from gate.strict_json import JsonValue
 from workbench.app.access import Rights
 from workbench.app.store import WorkbenchStore
 
@@ -39,7 +40,7 @@ class EventsState(param.Parameterized):
 
     def subscribe(self, url: str, event_types: list[str]) -> None:
         """Subscribe `url` to `event_types` (every type when empty); the secret is shown once."""
-        body: dict[str, object] = {"url": url}
+        body: dict[str, JsonValue] = {"url": url}
         if event_types:
             body["event_types"] = list(event_types)
         try:

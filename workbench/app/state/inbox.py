@@ -21,6 +21,7 @@ from gate.errors import GateError
 from gate.services.hold_reads import HoldView
 from gate.services.hold_rules import HOLD_DENIED
 from gate.services.hold_writes import HoldStep
+from gate.strict_json import JsonValue
 from workbench.app.inbox_queue import RESOLVE_PERMISSION, InboxQueue
 
 OWN_REQUEST = "your own request: another reviewer decides"
@@ -163,11 +164,11 @@ class InboxState(InboxQueue):
             return False
         return True
 
-    def _act(self, action: str, body: Mapping[str, object] | None = None) -> None:
+    def _act(self, action: str, body: Mapping[str, JsonValue] | None = None) -> None:
         """One step on the open hold."""
         self._act_on(self.selected, action, body)
 
-    def _act_on(self, decision_id: str, action: str, body: Mapping[str, object] | None = None) -> None:
+    def _act_on(self, decision_id: str, action: str, body: Mapping[str, JsonValue] | None = None) -> None:
         """One step through the service with the session's principal and permissions, now."""
         if not self.scope or not decision_id:
             self.message = f"{action}: open a hold first"
@@ -177,7 +178,7 @@ class InboxState(InboxQueue):
         self.reload()  # a refused step may still have moved it (a step after the deadline expires the hold first)
         self.message = text
 
-    def _step(self, decision_id: str, action: str, body: Mapping[str, object] | None) -> tuple[bool, str]:
+    def _step(self, decision_id: str, action: str, body: Mapping[str, JsonValue] | None) -> tuple[bool, str]:
         """(done, what the page says) of one step through the service."""
         try:
             answer = self.store.desk.hold_act(self.scope, self.rights.principal, self.rights.permissions_in(self.scope),

@@ -16,6 +16,7 @@ from gate.principals import Permission
 from gate.releases.policy import needs_dry_run
 from gate.rulebook import RulebookDocument
 from gate.rulebook.analysis import DiffReportJSON
+from gate.strict_json import JsonValue
 from workbench.app.access import Rights
 from workbench.app.state.authoring import AuthoringState
 from workbench.app.state.releases import confirmation_lines, impact_text
@@ -193,7 +194,7 @@ class MigrationState(param.Parameterized):
         draft = self._draft()
         if draft is None or self._refused("publish") or self._refused("release"):
             return
-        body: dict[str, object] = {"action": action, "version": draft["version"],
+        body: dict[str, JsonValue] = {"action": action, "version": draft["version"],
                                 "reason": f"from the Migration page ({'shadow' if action == 'shadow' else 'activation'})"}
         manifest = self._exported_manifest()
         if manifest is not None:
@@ -221,7 +222,7 @@ class MigrationState(param.Parameterized):
             self.message = (f"{draft['rulebook_id']} version {draft['version']} is in shadow beside live decides "
                             f"(release event {event['seq']})")
 
-    def _exported_manifest(self) -> dict[str, object] | None:
+    def _exported_manifest(self) -> dict[str, JsonValue] | None:
         """The exported `migration.json`, when this draft's dry-run was exported (and names a hash)."""
         path = (self.exported or {}).get("migration.json")
         if path is None:

@@ -19,6 +19,7 @@ from gate.errors import GateError
 from gate.principals import Permission
 from gate.releases.model import PendingJSON, ReleaseStateJSON
 from gate.services.release_moves import RELEASE_DENIED
+from gate.strict_json import JsonValue
 from workbench.app.access import Rights
 from workbench.app.store import WorkbenchStore
 from workbench.migration.impact import headline
@@ -47,7 +48,7 @@ def arm_shares(state: ReleaseStateJSON | None, action: str, version: str, percen
         "; the canary of this version ends" if canary else "")
 
 
-def impact_text(result: Mapping[str, object] | None, rulebook_id: str, version: str) -> str:
+def impact_text(result: Mapping[str, JsonValue] | None, rulebook_id: str, version: str) -> str:
     """The impact headline of this session's dry-run (`DryRunResult.to_dict()`) of exactly this
     version, or why there is none."""
     draft = result.get("draft") if result else None
@@ -80,7 +81,7 @@ class ReleasesState(param.Parameterized):
     proposal = param.Dict(default=None, allow_None=True, doc="a move awaiting confirmation: action and body")
 
     def __init__(self, store: WorkbenchStore, rights: Rights,
-                 dry_run_result: Callable[[], Mapping[str, object] | None] = lambda: None, **params: Any) -> None:
+                 dry_run_result: Callable[[], Mapping[str, JsonValue] | None] = lambda: None, **params: Any) -> None:
         super().__init__(**params)  # type: ignore[no-untyped-call]  # param's Parameterized.__init__ is unannotated
         self.store = store
         self.rights = rights

@@ -15,6 +15,7 @@ from gate.services.hold_reads import HoldPage, HoldView, SimilarHold
 from gate.services.hold_writes import HoldStep
 from gate.services.lifecycle import KINDS
 from gate.services.verification import StoredVerification, verify_stored_decision
+from gate.strict_json import JsonValue
 from workbench.app.ruletable import reads
 from workbench.app.stores.shared import StoreShared
 
@@ -141,7 +142,7 @@ class HoldDesk:
         return str(items[0].get("outcome_status")) if items else None
 
     def hold_act(self, scope: str, principal: Principal, permissions: Permissions, decision_id: str,
-                 action: str, body: Mapping[str, object] | None = None) -> HoldStep:
+                 action: str, body: Mapping[str, JsonValue] | None = None) -> HoldStep:
         """One step on a hold by the session's `principal` with its `permissions` in `scope`:
         `resolve` (body: decision, reason_code, note), `claim`, `release`, `reassign` (body:
         queue, note) or `escalate`. Each is a signed hold event written by `HoldService`, which
