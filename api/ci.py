@@ -42,6 +42,7 @@ from gate.grants import AccessConfigError, CIRun, Grants, ci_id, load_grants
 from gate.principals import Principal, permissions_of
 from gate.services.decide import Caller
 from gate.settings import Settings, SettingsError
+from gate.strict_json import JsonValue
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ class CIPrincipals:
     """The CI issuer of one app: its discovery, its keys and the grants of its principals."""
 
     def __init__(self, settings: Settings, clock: Callable[[], float], *,
-                 fetch: Callable[[str], dict[str, Any]] | None = None,
+                 fetch: Callable[[str], dict[str, JsonValue]] | None = None,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         if settings.ci_issuer is None or settings.ci_audience is None or settings.grants_file is None:
             raise ValueError("CIPrincipals needs GATE_CI_ISSUER, GATE_CI_AUDIENCE and GATE_GRANTS_FILE")
@@ -139,7 +140,7 @@ class CIPrincipals:
                     raise oidc.TokenRefused(f"the CI issuer's JWKS cannot be read: {exc}") from None
             return keys
 
-    def verify(self, token: str) -> dict[str, Any]:
+    def verify(self, token: str) -> dict[str, JsonValue]:
         """The token's claims once `gate.oidc`'s checks hold (TokenRefused otherwise)."""
         if len(token) > oidc.MAX_TOKEN_CHARS:  # SECURITY: before any discovery, fetch or parse
             raise oidc.TokenRefused("the token is too large")
@@ -154,13 +155,13 @@ class CIPrincipals:
         return oidc.check_claims(claims, issuer=self.issuer, audience=self.audience, now=self.clock(),
                                  max_lifetime=oidc.MAX_CI_LIFETIME_SECONDS)
 
-    def principal(self, claims: dict[str, Any]) -> Principal:
+    def principal(self, claims: dict[str, JsonValue]) -> Principal:
         try:
             return Principal.ci(claims.get(self.repository_claim), claims.get(self.ref_claim))  # type: ignore[arg-type]
         except ValueError as exc:
             raise oidc.TokenRefused(f"the token's {self.repository_claim} and {self.ref_claim} claims: {exc}") from None
 
-    def run(self, claims: dict[str, Any]) -> CIRun:
+    def run(self, claims: dict[str, JsonValue]) -> CIRun:
         """The ids a verified token's grants are bound to and whether its event writes."""
         repository_id, owner_id = (ci_id(claims.get(claim)) for claim in self.id_claims)
         if repository_id is None or owner_id is None:
@@ -168,7 +169,7 @@ class CIPrincipals:
         event = claims.get(self.event_claim)
         return CIRun(repository_id, owner_id, isinstance(event, str) and event in self.write_events)
 
-    def _audit(self, claims: dict[str, Any], principal: Principal, run: CIRun) -> str:
+    def _audit(self, claims: dict[str, JsonValue], principal: Principal, run: CIRun) -> str:
         """What the log names of an accepted run: the ids, the event, the workflow and the commit."""
         def claim(name: str) -> str:
             value = claims.get(name)

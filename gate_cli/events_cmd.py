@@ -16,9 +16,10 @@ import argparse
 import dataclasses
 import getpass
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gate.settings import Settings
+from gate.strict_json import JsonValue
 from gate_cli.context import load_settings, open_ledger
 from gate_cli.help import Subparsers, add_id_argument
 
@@ -89,7 +90,7 @@ def _run(args: argparse.Namespace, service: EventService, settings: Settings) ->
     if command == "dispatch":
         return _dispatch(args, service, settings)
     if command == "subscribe":
-        body: dict[str, Any] = {"url": args.url, "from": "beginning" if args.from_beginning else "now"}
+        body: dict[str, JsonValue] = {"url": args.url, "from": "beginning" if args.from_beginning else "now"}
         if args.types:
             body["event_types"] = args.types
         if args.sign_ed25519:

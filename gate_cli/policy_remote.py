@@ -30,6 +30,7 @@ from gate.errors import CodedError, GateError, Signal
 from gate.protocol.canonical import CanonicalJSONError, parse_strict, sha256_hex
 from gate.releases.model import ReleaseStateJSON
 from gate.rulebook import RulebookDocument, checked_rulebook
+from gate.strict_json import JsonValue
 from gate_cli.policy_repo import PolicyFile, PolicyLayoutInvalid, Running
 
 if TYPE_CHECKING:
@@ -179,10 +180,10 @@ class RemoteGate:
         self._states.pop(rulebook["rulebook_id"], None)
         return bool(self._call("POST", "/api/decision/rulebooks", rulebook)["created"])
 
-    def act(self, scope: str, rulebook_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    def act(self, scope: str, rulebook_id: str, body: dict[str, JsonValue]) -> dict[str, JsonValue]:
         self._states.pop(rulebook_id, None)
         answer = self._call("POST", f"/api/decision/rulebooks/{urllib.parse.quote(rulebook_id, safe='')}/release", body)
-        event: dict[str, Any] = answer["event"]
+        event: dict[str, JsonValue] = answer["event"]
         return event
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gate.reports.registry import NAMES, REPORTS, ReportKind
+from gate.strict_json import JsonValue
 from gate_cli.cluster_opt import add_cluster_argument, cluster_client
 from gate_cli.context import CliError, dataset_trust, ledger_at_hand, load_settings, open_ledger
 from gate_cli.help import HelpFormatter, Subparsers
@@ -124,7 +125,7 @@ def _trust(args: argparse.Namespace, ledger: Ledger | None) -> Any:
             at_hand.dispose()
 
 
-def _report(args: argparse.Namespace, kind: ReportKind, params: ReportParams) -> Mapping[str, Any]:
+def _report(args: argparse.Namespace, kind: ReportKind, params: ReportParams) -> Mapping[str, JsonValue]:
     """The sealed report (`workbench.services.reports.ReportService`): from the dataset when one is
     named, once it is trusted (its partials computed on the cluster), else from the ledger; the
     ledger is opened for a ledger read and for a cohort's opt-ins."""

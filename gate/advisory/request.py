@@ -23,6 +23,7 @@ from gate.errors import GateError
 from gate.protocol.fact_limits import check_facts
 from gate.protocol.requests import forbidden_output_fields
 from gate.rulebook.patterns import Pattern, PatternRegistry
+from gate.strict_json import JsonValue
 
 MAX_QUESTION = 2000
 DEFAULT_MODE = "single"
@@ -31,11 +32,11 @@ RULEBOOK_ONLY = ("rulebook", "binding_mode", "adapter")
 
 @dataclass(frozen=True)
 class AdvisoryRequest:
-    request: dict[str, Any]  # the body without `response_view`: what `input_hash` covers
+    request: dict[str, JsonValue]  # the body without `response_view`: what `input_hash` covers
     mode: str
     question: str
-    context: dict[str, Any]
-    facts: dict[str, Any]
+    context: dict[str, JsonValue]
+    facts: dict[str, JsonValue]
     pattern: Pattern | None
     response_view: str | None
 

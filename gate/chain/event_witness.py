@@ -30,6 +30,7 @@ from gate.chain.checkpoint_log import extension_failures, latest_checkpoint
 from gate.chain.merkle import consistency_proof, mth, verify_checkpoint
 from gate.keys.anchors import TrustAnchors
 from gate.protocol.canonical import sha256_hex
+from gate.strict_json import JsonValue
 
 __all__ = [
     "ChainWitness",
@@ -81,7 +82,7 @@ def event_tree_root(event_hashes: Sequence[str]) -> str:
     return mth(list(event_hashes))
 
 
-def event_chain_failures(held: Mapping[str, Any] | None, event_hashes: Sequence[str]) -> list[str]:
+def event_chain_failures(held: Mapping[str, JsonValue] | None, event_hashes: Sequence[str]) -> list[str]:
     """Named failures of a whole event chain (its events' hashes from seq 1, oldest first)
     against the `held` checkpoint: `checkpoint_log.size` when it has fewer events,
     `checkpoint_log.consistency` when its first `tree_size` events do not give the held root
@@ -98,12 +99,12 @@ def event_chain_failures(held: Mapping[str, Any] | None, event_hashes: Sequence[
     return extension_failures(dict(held), len(hashes), root, proof)
 
 
-def held_at(entries: Sequence[Mapping[str, Any]], chain_id: str, as_of: Any) -> Mapping[str, Any] | None:
+def held_at(entries: Sequence[Mapping[str, JsonValue]], chain_id: str, as_of: Any) -> Mapping[str, JsonValue] | None:
     """The newest checkpoint of `chain_id` among `entries` (a log, in append order) made no later
     than `as_of` (UTC milliseconds text; None when not text): what a witness held then."""
     if not isinstance(as_of, str):
         return None
-    found: Mapping[str, Any] | None = None
+    found: Mapping[str, JsonValue] | None = None
     for entry in entries:
         stamp = entry.get("created_at")
         if entry.get("chain_id") == chain_id and isinstance(stamp, str) and stamp <= as_of:
@@ -111,11 +112,11 @@ def held_at(entries: Sequence[Mapping[str, Any]], chain_id: str, as_of: Any) -> 
     return found
 
 
-def held_checkpoint_problems(held: Mapping[str, Any], anchors: TrustAnchors) -> list[str]:
+def held_checkpoint_problems(held: Mapping[str, JsonValue], anchors: TrustAnchors) -> list[str]:
     """A held checkpoint (of any chain) must carry a signature that a trusted key verifies: an
     edited log line is refused, not trusted."""
     stated = held.get("signature")
-    signature: Mapping[str, Any] = stated if isinstance(stated, Mapping) else {}
+    signature: Mapping[str, JsonValue] = stated if isinstance(stated, Mapping) else {}
     key = anchors.select_ed25519(signature.get("key_id"), signature.get("public_key_fingerprint"))
     if key is None:
         return ["no trusted key for the held checkpoint's signature"]
@@ -123,7 +124,7 @@ def held_checkpoint_problems(held: Mapping[str, Any], anchors: TrustAnchors) -> 
     return [] if result.valid else [f"the held checkpoint fails {', '.join(result.failed_checks)}"]
 
 
-def witness_problems(chain_id: str, events: Sequence[Any], entries: Sequence[Mapping[str, Any]],
+def witness_problems(chain_id: str, events: Sequence[Any], entries: Sequence[Mapping[str, JsonValue]],
                      anchors: TrustAnchors | None, as_of: Any = None) -> list[str]:
     """A whole served event chain (its events from seq 1, oldest first) against a checkpoint log:
     the newest checkpoint of `chain_id` (made no later than `as_of` when the document states a

@@ -62,7 +62,7 @@ def seal_of(body: Mapping[str, object], signer: ReceiptSigner | None) -> Seal:
     return sealed
 
 
-def chain_problem(event: Mapping[str, Any], where: str, seq_before: int, head_before: str | None,
+def chain_problem(event: Mapping[str, JsonValue], where: str, seq_before: int, head_before: str | None,
                   expected_scope_hash: Any, anchors: TrustAnchors | None) -> str | None:
     """The first problem of an event's place in its chain, or None."""
     if event.get("seq") != seq_before + 1:
@@ -77,7 +77,7 @@ def chain_problem(event: Mapping[str, Any], where: str, seq_before: int, head_be
     return f"{where}: {problem}" if problem is not None else None
 
 
-def signature_problem(event: Mapping[str, Any], anchors: TrustAnchors) -> str | None:
+def signature_problem(event: Mapping[str, JsonValue], anchors: TrustAnchors) -> str | None:
     """The event's signature by a trusted key over canon({event_hash, key_id}), or what is wrong
     with it (release, governance and hold events alike). An event written with signing off
     carries no signature member: it is named unsigned, never checked against a key."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import KeyMaterialError, b64url_decode, ed25519_verify
-from gate.strict_json import CanonicalJSONError
+from gate.strict_json import CanonicalJSONError, JsonValue
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 
 
@@ -45,7 +45,7 @@ def _hmac_signature_holds(secret: bytes, payload: bytes, body: str) -> bool:
     return _digest_equal(hmac.new(secret, payload, "sha256").hexdigest(), body)
 
 
-def _member_signature(record: Mapping[str, Any], anchors: TrustAnchors, name: str,
+def _member_signature(record: Mapping[str, JsonValue], anchors: TrustAnchors, name: str,
                       payload: bytes | None) -> bool | None:
     """A signature member made with the record's receipt key (same algorithm and key id).
     False when missing, malformed or wrong; None when no trusted key can check it."""

@@ -18,6 +18,7 @@ from gate.errors import CodedError, LedgerUnavailable
 # for records and packets.
 from gate.keys.detached import _digest_equal as _digest_equal
 from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_hex
+from gate.strict_json import JsonValue
 from gate.verify import VerificationInputError
 from gate.verify.checks import _canon_equal as _canon_equal
 from gate.vocabulary import DECISION_CONFIDENCE_VERSION
@@ -197,7 +198,7 @@ def _is_iso_ms(value: Any) -> TypeGuard[str]:
     return True
 
 
-def _object(value: Any) -> Mapping[str, Any]:
+def _object(value: Any) -> Mapping[str, JsonValue]:
     """`value` when it is a JSON object, else an empty one (for reading untrusted members)."""
     return value if isinstance(value, Mapping) else {}
 
@@ -219,7 +220,7 @@ def _canon(value: Any) -> str | None:
         return None
 
 
-def report_hash(report: Mapping[str, Any], kind: str) -> str:
+def report_hash(report: Mapping[str, JsonValue], kind: str) -> str:
     """`<kind>_hash` of an intelligence report: sha256 of the report without that member, so the
     hash a report endpoint published stays valid inside a packet. Raises on non-JSON content."""
     member = f"{kind}_hash"

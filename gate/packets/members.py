@@ -14,6 +14,7 @@ from typing import Any, NotRequired, TypedDict
 from gate.chain.links import ChainLink
 from gate.chain.merkle import Checkpoint
 from gate.holds.events import HoldCommitment, HoldEvent
+from gate.strict_json import JsonValue
 
 
 class PacketOptionsJSON(TypedDict):
@@ -120,12 +121,12 @@ class UnsealedPacket(TypedDict):
     receipt_hash: str
     exported_at: str
     packet_manifest: PacketManifest
-    decision_record: dict[str, Any]
+    decision_record: dict[str, JsonValue]
     original_input: NotRequired[Any]
-    execution_receipts: list[dict[str, Any]]
-    outcome_records: list[dict[str, Any]]
-    crm_sync_records: list[dict[str, Any]]
-    policy_intelligence: NotRequired[dict[str, dict[str, Any]]]
+    execution_receipts: list[dict[str, JsonValue]]
+    outcome_records: list[dict[str, JsonValue]]
+    crm_sync_records: list[dict[str, JsonValue]]
+    policy_intelligence: NotRequired[dict[str, dict[str, JsonValue]]]
     audit_chain: NotRequired[AuditChain]
     receipt_chain_head: NotRequired[ReceiptChainHead]
     chain_consistency: NotRequired[ChainConsistency]

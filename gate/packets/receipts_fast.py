@@ -22,6 +22,7 @@ from gate.receipts import (
     SYNC_STATUSES,
     action_binding_match,
 )
+from gate.strict_json import JsonValue
 from gate.vocabulary import (
     DECISION_CRM_SYNC_VERSION,
     DECISION_EXECUTION_VERSION,
@@ -38,7 +39,7 @@ class _ReceiptTexts:
         self.by_part: dict[str, list[str] | None] = {}
 
 
-def _packet_text(packet: Mapping[str, Any], texts: _ReceiptTexts) -> str:
+def _packet_text(packet: Mapping[str, JsonValue], texts: _ReceiptTexts) -> str:
     """canonical_text(packet without packet_hash), composed member by member: canonical JSON
     of an object is its members' texts joined in key order, so the receipts' texts can be kept."""
     body = {k: v for k, v in packet.items() if k != "packet_hash"}
@@ -75,12 +76,12 @@ _PLAIN_TYPES = frozenset({str, int, float, bool, list, dict})
 class _BindingCache:
     """Per-packet cache of (action_binding_hash, action_binding_match) by the binding's text."""
 
-    def __init__(self, record: Mapping[str, Any]) -> None:
+    def __init__(self, record: Mapping[str, JsonValue]) -> None:
         self.record_binding = record.get("action_binding")
         self.record_binding_text = _canon(self.record_binding) if isinstance(self.record_binding, dict) else None
         self.items: dict[str, tuple[str, bool]] = {}
 
-    def get(self, binding: dict[str, Any]) -> tuple[str, bool] | None:
+    def get(self, binding: dict[str, JsonValue]) -> tuple[str, bool] | None:
         # Keyed by (name, type, value) of flat text bindings (types keep True apart from 1);
         # anything else is keyed by its canonical text.
         key: Any = tuple((name, type(value), value) for name, value in binding.items())
@@ -99,7 +100,7 @@ class _BindingCache:
         return cached
 
 
-def _plain_form(receipt: dict[str, Any], hash_member: str, members: frozenset[str]) -> bool:
+def _plain_form(receipt: dict[str, JsonValue], hash_member: str, members: frozenset[str]) -> bool:
     """Only the preimage members and the hash member, none of them null, "" or {} (those are
     compacted away: leave them to the receipts module)."""
     for name, value in receipt.items():
@@ -111,7 +112,7 @@ def _plain_form(receipt: dict[str, Any], hash_member: str, members: frozenset[st
     return True
 
 
-def _kind_values(receipt: dict[str, Any], version_member: str, version: str,
+def _kind_values(receipt: dict[str, JsonValue], version_member: str, version: str,
                  value_sets: tuple[tuple[str, frozenset[str]], ...]) -> bool:
     """The protocol and kind versions, and each status (or direction) one of its values."""
     if receipt.get("decision_protocol_version") != DECISION_PROTOCOL_VERSION or receipt.get(version_member) != version:
@@ -123,7 +124,7 @@ def _kind_values(receipt: dict[str, Any], version_member: str, version: str,
     return True
 
 
-def _record_links_equal(receipt: dict[str, Any], record: Mapping[str, Any]) -> bool:
+def _record_links_equal(receipt: dict[str, JsonValue], record: Mapping[str, JsonValue]) -> bool:
     """Every record-derived member equal in value and type to the record's (or both absent)."""
     for member, source in RECORD_LINKS:
         mine, theirs = receipt.get(member), record.get(source)
@@ -134,7 +135,7 @@ def _record_links_equal(receipt: dict[str, Any], record: Mapping[str, Any]) -> b
     return True
 
 
-def _binding_as_recorded(part: str, receipt: dict[str, Any], bindings: _BindingCache) -> bool:
+def _binding_as_recorded(part: str, receipt: dict[str, JsonValue], bindings: _BindingCache) -> bool:
     """An execution's binding hash and match as the record's binding gives them; an outcome's
     binding the record's own."""
     binding = receipt.get("action_binding")
@@ -166,7 +167,7 @@ def _text_hash_matches(text: str, hash_member: str, stated: str) -> bool:
     return hmac.compare_digest(hashlib.sha256(preimage.encode("utf-8")).hexdigest(), stated)
 
 
-def _fast_receipt_ok(part: str, receipt: Any, text: str | None, record: Mapping[str, Any],
+def _fast_receipt_ok(part: str, receipt: Any, text: str | None, record: Mapping[str, JsonValue],
                      bindings: _BindingCache) -> bool:
     """A sufficient condition for `verify_receipt_links` finding nothing wrong with `receipt`.
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from gate.packets.common import PACKET_CHECKS
+from gate.strict_json import JsonValue
 from gate.verify.result import VerificationReport
 from gate.vocabulary import DECISION_PACKET_VERSION, VERIFICATION_RESULT_VERSION
 
@@ -28,8 +29,8 @@ class PacketReport(TypedDict):
     failed_checks: list[str]
     details: dict[str, list[str]]
     record: VerificationReport | None
-    expected: dict[str, Any]
-    actual: dict[str, Any]
+    expected: dict[str, JsonValue]
+    actual: dict[str, JsonValue]
     notes: list[str]
 
 
@@ -47,8 +48,8 @@ class PacketVerification:
     checks: dict[str, bool | None]
     failed_checks: tuple[str, ...]
     record: VerificationReport | None
-    expected: dict[str, Any]
-    actual: dict[str, Any]
+    expected: dict[str, JsonValue]
+    actual: dict[str, JsonValue]
     details: dict[str, list[str]] = field(default_factory=dict)
     decision_id: Any = None
     packet_hash: Any = None
@@ -82,8 +83,8 @@ class _State:
     def __init__(self) -> None:
         self.checks: dict[str, bool | None] = dict.fromkeys(PACKET_CHECKS)
         self.details: dict[str, list[str]] = {}
-        self.expected: dict[str, Any] = {}
-        self.actual: dict[str, Any] = {}
+        self.expected: dict[str, JsonValue] = {}
+        self.actual: dict[str, JsonValue] = {}
         self.notes: list[str] = []
 
     def fail(self, name: str, message: str | None = None) -> None:

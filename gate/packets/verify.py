@@ -22,12 +22,13 @@ from gate.packets.hold_checks import check_hold_checkpoint_log, check_hold_event
 from gate.packets.receipts_fast import _ReceiptTexts
 from gate.packets.result import PacketVerification, _State
 from gate.packets.witness import check_chain_consistency, check_checkpoint_log
+from gate.strict_json import JsonValue
 from gate.verify import TrustAnchors, VerificationResult, verify_record
 from gate.verify.remainder import removed, verify_remainder
 from gate.vocabulary import DECISION_PACKET_VERSION
 
 
-def _check_envelope(state: _State, packet: Mapping[str, Any], record: Mapping[str, Any],
+def _check_envelope(state: _State, packet: Mapping[str, JsonValue], record: Mapping[str, JsonValue],
                     texts: _ReceiptTexts) -> None:
     """Step 1: packet hash, members, version, manifest, export time."""
     state.guard("packet_hash", _check_packet_hash, state, packet, texts)
@@ -86,7 +87,7 @@ def _check_original_input(state: _State, result: VerificationResult, packet_inpu
         state.fail("original_input", "the record's input_hash does not match the original input")
 
 
-def _check_linked_receipts(state: _State, packet: Mapping[str, Any], record: Any, anchors: TrustAnchors,
+def _check_linked_receipts(state: _State, packet: Mapping[str, JsonValue], record: Any, anchors: TrustAnchors,
                            texts: _ReceiptTexts) -> None:
     """Step 3: the receipts and the receipt head, linked to the record; the hold's signed events."""
     if isinstance(record, Mapping):
@@ -98,9 +99,9 @@ def _check_linked_receipts(state: _State, packet: Mapping[str, Any], record: Any
             state.fail(part, "no decision record to link to")
 
 
-def _check_chain_material(state: _State, packet: Mapping[str, Any], record: Mapping[str, Any],
-                          anchors: TrustAnchors, checkpoint_log: Sequence[Mapping[str, Any]] | None,
-                          hold_checkpoints: Sequence[Mapping[str, Any]] | None) -> str | None:
+def _check_chain_material(state: _State, packet: Mapping[str, JsonValue], record: Mapping[str, JsonValue],
+                          anchors: TrustAnchors, checkpoint_log: Sequence[Mapping[str, JsonValue]] | None,
+                          hold_checkpoints: Sequence[Mapping[str, JsonValue]] | None) -> str | None:
     """Step 4: intelligence report hashes, the audit chain, its consistency proof and the held
     checkpoints (of the audit chain and of the hold chain). Returns where the checkpoint's key
     came from (None: no checkpoint checked)."""
@@ -127,7 +128,7 @@ def _integrity_valid(state: _State, failed: Sequence[str]) -> bool:
     return state.checks["packet_hash"] is True and state.checks["record"] is True and not integrity_failed
 
 
-def _authenticity_valid(state: _State, packet: Mapping[str, Any], record: Mapping[str, Any],
+def _authenticity_valid(state: _State, packet: Mapping[str, JsonValue], record: Mapping[str, JsonValue],
                         result: VerificationResult | None) -> bool:
     """The record's signature, and, when present, the checkpoint's, the receipt head's and the
     hold events', proven with trusted keys."""
@@ -143,7 +144,7 @@ def _authenticity_valid(state: _State, packet: Mapping[str, Any], record: Mappin
     return valid
 
 
-def _conclusion(state: _State, packet: Mapping[str, Any], record: Mapping[str, Any],
+def _conclusion(state: _State, packet: Mapping[str, JsonValue], record: Mapping[str, JsonValue],
                 result: VerificationResult | None, checkpoint_source: str | None) -> PacketVerification:
     failed = tuple(sorted(name for name, outcome in state.checks.items() if outcome is False))
     integrity_valid = _integrity_valid(state, failed)
@@ -171,8 +172,8 @@ def verify_packet(
     *,
     anchors: TrustAnchors | None = None,
     original_input: Any = None,
-    checkpoint_log: Sequence[Mapping[str, Any]] | None = None,
-    hold_checkpoints: Sequence[Mapping[str, Any]] | None = None,
+    checkpoint_log: Sequence[Mapping[str, JsonValue]] | None = None,
+    hold_checkpoints: Sequence[Mapping[str, JsonValue]] | None = None,
 ) -> PacketVerification:
     """Verify a Decision Packet (spec "Packet verification steps" 1-4). See the `gate.packets` docstring.
 
@@ -186,7 +187,7 @@ def verify_packet(
     anchors = anchors or TrustAnchors()
     state = _State()
     record = packet.get("decision_record")
-    record_view: Mapping[str, Any] = record if isinstance(record, Mapping) else {}
+    record_view: Mapping[str, JsonValue] = record if isinstance(record, Mapping) else {}
     texts = _ReceiptTexts()
 
     _check_envelope(state, packet, record_view, texts)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from gate import bodies
+from gate.strict_json import JsonValue
 
 SCHEMA = "privacy"  # gate/bodies/privacy.schema.json
 INVALID = "PRIVACY_SETTINGS_INVALID"
@@ -51,7 +52,7 @@ class RetentionJSON(TypedDict):
 class PrivacyJSON(TypedDict):
     """`PrivacySettings` as JSON (gate/bodies/privacy.schema.json)."""
 
-    data_map: dict[str, Any]
+    data_map: dict[str, JsonValue]
     rules: dict[str, RuleJSON]
     retention: RetentionJSON
 
@@ -174,7 +175,7 @@ def _split(path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     raise ValueError(f"not a request path: {path!r}")
 
 
-def value_at(request: Mapping[str, Any], path: str) -> tuple[bool, Any]:
+def value_at(request: Mapping[str, JsonValue], path: str) -> tuple[bool, Any]:
     """(found, value) of `path` in a request body, walking objects only."""
     prefix, rest = _split(path)
     node: Any = request

@@ -107,7 +107,7 @@ def verify_hash_text_signature(hex_text: Any, signature: Any, public_raw: bytes)
 # --------------------------------------------------------------------------- rulebook attestation
 
 
-def rulebook_reference(rulebook: Mapping[str, Any], rulebook_hash: str) -> RulebookReference:
+def rulebook_reference(rulebook: Mapping[str, JsonValue], rulebook_hash: str) -> RulebookReference:
     """The record's `rulebook` member: ``{schema_version, id, version, hash}``."""
     return {
         "schema_version": rulebook.get("schema_version", RULEBOOK_SCHEMA_VERSION),

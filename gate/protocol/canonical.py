@@ -373,7 +373,7 @@ def _canonical_text_slow(value: Any) -> str:
 CanonicalRuns = tuple[tuple[str | None, str], ...]
 
 
-def canonical_runs(value: Mapping[str, Any], later: Iterable[str]) -> CanonicalRuns:
+def canonical_runs(value: Mapping[str, JsonValue], later: Iterable[str]) -> CanonicalRuns:
     """Object `value`'s canonical text, cut where the members named in `later` (those `value`
     lacks) fall in key order. `canonical_with` completes it: the canonical text of `value` with
     those members added, where only their own texts are written then (a record's envelope is

@@ -35,12 +35,12 @@ from gate.strict_json import JsonValue
 class PreparedRequest:
     """A rulebook-mode request that passed the pre-evaluation checks."""
 
-    request: dict[str, Any]  # the body without `response_view`: what `input_hash` covers
-    rulebook: dict[str, Any]
-    facts: dict[str, Any] | None
-    adapter: dict[str, Any] | None
+    request: dict[str, JsonValue]  # the body without `response_view`: what `input_hash` covers
+    rulebook: dict[str, JsonValue]
+    facts: dict[str, JsonValue] | None
+    adapter: dict[str, JsonValue] | None
     binding_mode: str
-    context: dict[str, Any]
+    context: dict[str, JsonValue]
     response_view: str | None
 
 

@@ -91,7 +91,7 @@ def action_binding_match(record_binding: Any, binding: Any) -> bool:
     return all(name in binding and _same(binding[name], record_binding[name]) for name in compared)
 
 
-def check_record_references(fields: Mapping[str, Any], record: Mapping[str, Any], *,
+def check_record_references(fields: Mapping[str, JsonValue], record: Mapping[str, JsonValue], *,
                             code: str, crm: bool = False) -> None:
     """Raise GateError(`code`) when a supplied reference differs from the record.
 

@@ -146,16 +146,16 @@ def hash_preimage(source: Mapping[str, JsonValue], members: tuple[str, ...]) -> 
     return compact({name: source[name] for name in members if name in source})
 
 
-def execution_hash_of(receipt: Mapping[str, Any]) -> str:
+def execution_hash_of(receipt: Mapping[str, JsonValue]) -> str:
     """Recompute `execution_hash` from a stored or exported execution receipt."""
     return sha256_hex(hash_preimage(receipt, EXECUTION_HASH_MEMBERS))
 
 
-def outcome_hash_of(outcome: Mapping[str, Any]) -> str:
+def outcome_hash_of(outcome: Mapping[str, JsonValue]) -> str:
     """Recompute `outcome_hash` from a stored or exported Outcome Record."""
     return sha256_hex(hash_preimage(outcome, OUTCOME_HASH_MEMBERS))
 
 
-def sync_hash_of(sync: Mapping[str, Any]) -> str:
+def sync_hash_of(sync: Mapping[str, JsonValue]) -> str:
     """Recompute `sync_hash` from a stored or exported CRM sync record."""
     return sha256_hex(hash_preimage(sync, SYNC_HASH_MEMBERS))

@@ -106,7 +106,7 @@ class _Kind:
     version: str
     hash_member: str
     members: tuple[str, ...]
-    hash_of: Callable[[Mapping[str, Any]], str]
+    hash_of: Callable[[Mapping[str, JsonValue]], str]
     value_sets: tuple[tuple[str, tuple[str, ...]], ...]
     beside_hash: tuple[str, ...] = ()  # members stated outside the preimage, checked on their own
 
@@ -140,7 +140,7 @@ def _safe_hash(fn: Callable[..., str], *args: Any) -> str | None:
         return None
 
 
-def _check_one(kind: _Kind, index: int, receipt: Any, record: Mapping[str, Any]) -> list[LinkFailure]:
+def _check_one(kind: _Kind, index: int, receipt: Any, record: Mapping[str, JsonValue]) -> list[LinkFailure]:
     failures: list[LinkFailure] = []
 
     def fail(check: str, expected: Any, actual: Any) -> None:
@@ -181,7 +181,7 @@ def _check_one(kind: _Kind, index: int, receipt: Any, record: Mapping[str, Any])
     return failures
 
 
-def _executions_by_id(executions: Iterable[Any]) -> dict[str, Mapping[str, Any]]:
+def _executions_by_id(executions: Iterable[Any]) -> dict[str, Mapping[str, JsonValue]]:
     return {receipt["execution_receipt_id"]: receipt for receipt in executions
             if isinstance(receipt, Mapping) and isinstance(receipt.get("execution_receipt_id"), str)}
 
@@ -193,7 +193,7 @@ def _stated_link(outcome: Any) -> dict[str, JsonValue] | None:
     return {name: outcome.get(name) for name in OUTCOME_LINK_MEMBERS}
 
 
-def _link_failure(index: int, outcome: Any, executions: Mapping[str, Mapping[str, Any]]) -> LinkFailure | None:
+def _link_failure(index: int, outcome: Any, executions: Mapping[str, Mapping[str, JsonValue]]) -> LinkFailure | None:
     """`outcome_records[index].execution_link`, or None when the link holds or is absent."""
     link = _stated_link(outcome)
     if link is None:
@@ -211,7 +211,7 @@ def _link_failure(index: int, outcome: Any, executions: Mapping[str, Mapping[str
 
 
 def verify_receipt_links(
-    record: Mapping[str, Any],
+    record: Mapping[str, JsonValue],
     executions: Iterable[Any] = (),
     outcomes: Iterable[Any] = (),
     syncs: Iterable[Any] = (),

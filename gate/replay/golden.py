@@ -96,7 +96,7 @@ def _snapshot(data: Snapshot) -> Snapshot:
                     registered_at=data["registered_at"], body=data["body"], registry=data["registry"])
 
 
-def load_corpus(directory: Path = CORPUS_DIR) -> tuple[dict[str, Any], list[Fixture]]:
+def load_corpus(directory: Path = CORPUS_DIR) -> tuple[dict[str, JsonValue], list[Fixture]]:
     """(index, fixtures). Raises `CorpusError` for a missing file, a hash that does not match
     the index, or a fixture without the required members."""
     directory = Path(directory)

@@ -11,7 +11,6 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from gate.errors import GateError
 from gate.ledger.releases import ArmTally, halt_rows
@@ -22,6 +21,7 @@ from gate.services.operations import GuardrailAlert
 from gate.services.periodic import PeriodicWorker
 from gate.services.release_moves import ReleaseMoves
 from gate.services.release_reads import ReleaseReader
+from gate.strict_json import JsonValue
 
 GUARD_EVERY = 25  # canary decides between two background guardrail checks of a release
 GUARD_INTERVAL_SECONDS = 1.0  # how soon checks left by a failed one run (an owed check wakes it at once)
@@ -58,7 +58,7 @@ class ReleaseGuardrails:
         return counts(tallies.get("canary", empty)), counts(tallies.get("active", empty))
 
     def check_guardrails(self, scope: str, rulebook_id: str,
-                         trigger: Mapping[str, Any] | None = None) -> GuardrailReport | None:
+                         trigger: Mapping[str, JsonValue] | None = None) -> GuardrailReport | None:
         """Run the guardrails of a running canary; a tripped one halts it with its evidence
         (`trigger`: the outcome whose report ran them, and the key that reported it)."""
         state = self.reader.state(scope, rulebook_id, fresh=True)
@@ -71,7 +71,7 @@ class ReleaseGuardrails:
         return report
 
     def _halt_for(self, scope: str, rulebook_id: str, canary: Canary, report: GuardrailReport,
-                  trigger: Mapping[str, Any] | None) -> None:
+                  trigger: Mapping[str, JsonValue] | None) -> None:
         body = {"action": "halt", "reason": f"guardrail tripped: {', '.join(report.tripped)}",
                 "evidence": {"canary_version": canary.version.version, "canary_since_seq": canary.since_seq,
                              **report.to_json(), "trigger": dict(trigger) if trigger is not None else None}}

@@ -20,6 +20,7 @@ from gate.releases.model import ReleaseState, Version
 from gate.releases.policy import ReleasePolicy
 from gate.services.chains import EventChainWitness
 from gate.services.governance import GovernanceService
+from gate.strict_json import JsonValue
 
 CACHE_SECONDS = 1.0  # a transition reaches every other worker's decides within this bound
 
@@ -27,7 +28,7 @@ CACHE_SECONDS = 1.0  # a transition reaches every other worker's decides within 
 class Snapshots(Protocol):
     """The rulebook snapshots a release moves between (`gate.services.snapshots.RulebookSnapshots`)."""
 
-    def register_rulebook(self, scope: str, rulebook: Any) -> tuple[dict[str, Any], bool]: ...
+    def register_rulebook(self, scope: str, rulebook: Any) -> tuple[dict[str, JsonValue], bool]: ...
 
     def bound_snapshot(self, scope: str, rulebook_id: str, version: str) -> StoredSnapshot | None: ...
 
@@ -82,7 +83,7 @@ class ReleaseReader:
             self._cache[key] = (now + self.cache_seconds, state)
         return state
 
-    def running_rulebook(self, scope: str, rulebook_id: str) -> tuple[dict[str, Any], str] | None:
+    def running_rulebook(self, scope: str, rulebook_id: str) -> tuple[dict[str, JsonValue], str] | None:
         """What production runs for the rulebook in `scope` and where that comes from: the active
         release version's bound snapshot ("active release"), or, where the rulebook has no active
         release, the newest version callers sent inline and the ledger registered ("newest inline

@@ -17,7 +17,7 @@ import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from gate.errors import GateError
 from gate.ledger import Ledger
@@ -25,6 +25,7 @@ from gate.ledger.workflows import WorkflowStore
 from gate.protocol.advisory_record import ADVISORY_CONTRACT, AdvisoryContract
 from gate.protocol.canonical import sha256_hex
 from gate.services.policychecks import ArgumentsInvalid, CheckResult, PolicyCheckService
+from gate.strict_json import JsonValue
 
 WORKFLOWS = {"refund": "refund", "cancel": "cancellation", "return": "return", "trial": "trial"}
 TICKETING_SYSTEMS = ("freshdesk", "front", "gorgias", "helpscout", "hubspot", "intercom", "jira",
@@ -50,7 +51,7 @@ _MACROS = {
 }
 
 
-def ticket_id(body: Mapping[str, Any]) -> str:
+def ticket_id(body: Mapping[str, JsonValue]) -> str:
     """The body's `ticket_id`: 1 to 200 visible ASCII characters, or a non-negative integer."""
     value = body.get("ticket_id")
     if isinstance(value, float) and value.is_integer():
@@ -125,7 +126,7 @@ def ticket_annotations(workflow: str, result: CheckResult) -> TicketAnnotations:
 class WorkflowRequest:
     ticketing_system: str
     workflow: str
-    body: dict[str, Any]
+    body: dict[str, JsonValue]
     override_key: str | None  # Idempotency-Key / x-idempotency-key, already checked by the shell
 
 

@@ -27,6 +27,7 @@ from gate.protocol.confidence import confidence_hash
 from gate.protocol.records import receipt_hash, record_hash, rulebook_output_hash
 from gate.protocol.release_arm import release_arm_hash
 from gate.protocol.types import DECISION_RECORD_MEMBERS, DECISION_RECORD_REQUIRED
+from gate.strict_json import JsonValue
 from gate.verify.attestations import (
     check_registry,
     check_rulebook_attestation,
@@ -81,7 +82,7 @@ def input_hash_of(original_input: Any) -> str:
 RULEBOOK, ADVISORY, LEGACY = "rulebook", "advisory", "legacy"
 
 
-def record_kind(record: Mapping[str, Any]) -> str:
+def record_kind(record: Mapping[str, JsonValue]) -> str:
     """`rulebook` (it has a rulebook or its attestation), `advisory`, or `legacy`."""
     if "rulebook_attestation" in record or "rulebook" in record:
         return RULEBOOK
@@ -97,12 +98,12 @@ class RecomputedHashes:
     receipt_hash: str | None
 
 
-def recompute_hashes(record: Mapping[str, Any]) -> RecomputedHashes:
+def recompute_hashes(record: Mapping[str, JsonValue]) -> RecomputedHashes:
     digest = _safe(record_hash, record)
     return RecomputedHashes(digest, _safe(receipt_hash, record, digest) if digest else None)
 
 
-def check_members(record: Mapping[str, Any], kind: str) -> CheckResult:
+def check_members(record: Mapping[str, JsonValue], kind: str) -> CheckResult:
     """A rulebook or advisory record is a closed object: every member the gate always writes is
     present and nothing unknown was added (so deleting an unhashed member, such as the evaluation
     trace, or renaming one, is caught by name)."""
@@ -119,20 +120,20 @@ def check_members(record: Mapping[str, Any], kind: str) -> CheckResult:
                        actual={"record_members": sorted(present - allowed)})
 
 
-def check_record_hashes(record: Mapping[str, Any], hashes: RecomputedHashes) -> CheckResult:
+def check_record_hashes(record: Mapping[str, JsonValue], hashes: RecomputedHashes) -> CheckResult:
     """The stated `record_hash` and `receipt_hash` against the recomputed ones."""
     return (digest_check("record_hash", hashes.record_hash, record.get("record_hash"))
             + digest_check("receipt_hash", hashes.receipt_hash, record.get("receipt_hash")))
 
 
-def check_input_hash(record: Mapping[str, Any], original_input: Any) -> CheckResult:
+def check_input_hash(record: Mapping[str, JsonValue], original_input: Any) -> CheckResult:
     """`input_hash` against the original request, when supplied."""
     if original_input is None:
         return CheckResult(notes=("input_hash not checked: original input not supplied",))
     return digest_check("input_hash", _safe(input_hash_of, original_input), record.get("input_hash"))
 
 
-def check_output_hash(record: Mapping[str, Any], kind: str) -> CheckResult:
+def check_output_hash(record: Mapping[str, JsonValue], kind: str) -> CheckResult:
     """`output_hash` recomputed: a rulebook record's from its evaluation; an advisory record's
     from the advisory members outside the envelope (contract, votes, c/v)."""
     if kind == RULEBOOK and "evaluation" in record:
@@ -142,7 +143,7 @@ def check_output_hash(record: Mapping[str, Any], kind: str) -> CheckResult:
     return NOTHING_CHECKED
 
 
-def check_compact_verdict(record: Mapping[str, Any], kind: str) -> CheckValue:
+def check_compact_verdict(record: Mapping[str, JsonValue], kind: str) -> CheckValue:
     """`c` is the compact form of `verdict`, `v` the application verdict; an advisory approval
     never reads as yes (gate.protocol.advisory_record.READING)."""
     if "c" not in record and "v" not in record:
@@ -156,7 +157,7 @@ def check_compact_verdict(record: Mapping[str, Any], kind: str) -> CheckValue:
     return ok
 
 
-def check_confidence_hash(record: Mapping[str, Any]) -> CheckResult:
+def check_confidence_hash(record: Mapping[str, JsonValue]) -> CheckResult:
     """The confidence block (outside record_hash): its hash recomputed, and both the block's and
     the top-level `confidence_hash` equal to it."""
     if "decision_confidence" not in record and "confidence_hash" not in record:
@@ -170,7 +171,7 @@ def check_confidence_hash(record: Mapping[str, Any]) -> CheckResult:
                        actual={"confidence_hash": record.get("confidence_hash")})
 
 
-def check_release_arm_hash(record: Mapping[str, Any]) -> CheckResult:
+def check_release_arm_hash(record: Mapping[str, JsonValue]) -> CheckResult:
     """The release arm block (outside record_hash): its stated hash recomputed."""
     if "release_arm" not in record and "release_arm_signature" not in record:
         return NOTHING_CHECKED
@@ -182,7 +183,7 @@ def check_release_arm_hash(record: Mapping[str, Any]) -> CheckResult:
                                else None})
 
 
-def _record_checks(record: Mapping[str, Any], kind: str, hashes: RecomputedHashes, anchors: TrustAnchors,
+def _record_checks(record: Mapping[str, JsonValue], kind: str, hashes: RecomputedHashes, anchors: TrustAnchors,
                    original_input: Any) -> CheckResult:
     """Every key-free step and the attestation steps, in order (docs/verification.md)."""
     return (
@@ -206,7 +207,7 @@ def _record_checks(record: Mapping[str, Any], kind: str, hashes: RecomputedHashe
     )
 
 
-def _conclude(record: Mapping[str, Any], kind: str, found: CheckResult, key_source: str | None) -> VerificationResult:
+def _conclude(record: Mapping[str, JsonValue], kind: str, found: CheckResult, key_source: str | None) -> VerificationResult:
     """The verdicts over all checks: integrity, authenticity, and the failed checks by name."""
     checks: dict[CheckName, CheckValue] = dict.fromkeys((*INTEGRITY_CHECKS, *AUTHENTICITY_CHECKS, *DIAGNOSTIC_CHECKS))
     checks.update(found.checks)

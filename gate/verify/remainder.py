@@ -13,10 +13,10 @@ gone: the check is null (not false, not true), and a note says a kept copy verif
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from gate.keys.anchors import TrustAnchors
 from gate.privacy.removal import MARKER, remainder_receipt_hash, removed
+from gate.strict_json import JsonValue
 from gate.verify.checks import check_audit_chain
 from gate.verify.result import CheckResult, VerificationResult
 from gate.verify.signatures import check_receipt_signature
@@ -27,7 +27,7 @@ NOTE = ("record_hash not recomputed: the record body was removed (inputs_removed
         "record verifies against it")
 
 
-def verify_remainder(record: Mapping[str, Any], anchors: TrustAnchors,
+def verify_remainder(record: Mapping[str, JsonValue], anchors: TrustAnchors,
                      public_key: str | None = None) -> VerificationResult:
     """The remainder's checks: `record_hash` null (noted), `receipt_hash` recomputed, the audit
     chain member's leaf over both hashes, the receipt signature over both."""

@@ -14,11 +14,12 @@ from gate.keys.signing import b64url_decode, raw_public_key_from_pem
 from gate.protocol.confidence import confidence_hash, confidence_signature_payload
 from gate.protocol.records import audit_chain_signature_payload, receipt_signature_payload
 from gate.protocol.release_arm import release_arm_hash, release_arm_signature_payload
+from gate.strict_json import JsonValue
 from gate.verify.result import CheckName, CheckResult, CheckValue
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 
 
-def check_audit_chain_signature(record: Mapping[str, Any], anchors: TrustAnchors) -> CheckValue:
+def check_audit_chain_signature(record: Mapping[str, JsonValue], anchors: TrustAnchors) -> CheckValue:
     """`audit_chain_signature`: the receipt key's signature over the audit_chain member."""
     member = record.get("audit_chain")
     if member is None:
@@ -28,7 +29,7 @@ def check_audit_chain_signature(record: Mapping[str, Any], anchors: TrustAnchors
     return _member_signature(record, anchors, "audit_chain_signature", payload)
 
 
-def check_confidence_signature(record: Mapping[str, Any], anchors: TrustAnchors) -> CheckValue:
+def check_confidence_signature(record: Mapping[str, JsonValue], anchors: TrustAnchors) -> CheckValue:
     """`confidence_signature`: the receipt key's signature over the confidence block's hash.
 
     It signs the hash *recomputed* from `decision_confidence`, so editing the block, or its
@@ -43,7 +44,7 @@ def check_confidence_signature(record: Mapping[str, Any], anchors: TrustAnchors)
     return _member_signature(record, anchors, "confidence_signature", payload)
 
 
-def check_release_arm_signature(record: Mapping[str, Any], anchors: TrustAnchors) -> CheckValue:
+def check_release_arm_signature(record: Mapping[str, JsonValue], anchors: TrustAnchors) -> CheckValue:
     """`release_arm_signature`: the receipt key's signature over the recomputed arm block hash."""
     member = record.get("release_arm")
     if member is None:
@@ -81,7 +82,7 @@ def _receipt_failure(note: str, checks: Mapping[CheckName, CheckValue] | None = 
     return ReceiptSignatureCheck(CheckResult(checks={**(checks or {}), "receipt_signature": False}, notes=(note,)))
 
 
-def _signed_receipt(record: Mapping[str, Any], expected_record_hash: Any,
+def _signed_receipt(record: Mapping[str, JsonValue], expected_record_hash: Any,
                     expected_receipt_hash: Any) -> _SignedReceipt | str:
     """The receipt signature fields with their payload, or the note saying why there are none.
 
@@ -144,7 +145,7 @@ def _check_ed25519_receipt(signed: _SignedReceipt, anchors: TrustAnchors,
     return ReceiptSignatureCheck(CheckResult(checks=checks), key.source)
 
 
-def check_receipt_signature(record: Mapping[str, Any], anchors: TrustAnchors, request_public_key: str | None,
+def check_receipt_signature(record: Mapping[str, JsonValue], anchors: TrustAnchors, request_public_key: str | None,
                             expected_record_hash: Any, expected_receipt_hash: Any) -> ReceiptSignatureCheck:
     """Receipt signature, key fingerprint and the untrusted-key diagnostic, with the key's source."""
     signed = _signed_receipt(record, expected_record_hash, expected_receipt_hash)

@@ -41,6 +41,7 @@ from agents.tool_guardrails import (
     ToolInputGuardrailData,
 )
 
+from gate.strict_json import JsonValue
 from gate_client.client import DENY, PROCEED
 from gate_client.integrations.calls import STATE_KEY, ToolGate, pending
 
@@ -73,14 +74,14 @@ class GateApproval:
 
     def protect(self, tool: FunctionTool) -> FunctionTool:
         """A copy of `tool` decided through the gate: its `needs_approval` and its guardrail."""
-        async def needs_approval(context: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
+        async def needs_approval(context: RunContextWrapper[Any], params: dict[str, JsonValue], call_id: str) -> bool:
             return await self.needs_approval(tool.name, context, params, call_id)
 
         guardrails = [*(tool.tool_input_guardrails or []), self.guardrail]
         self.tools.add(tool.name)
         return dataclasses.replace(tool, needs_approval=needs_approval, tool_input_guardrails=guardrails)
 
-    async def needs_approval(self, tool: str, context: RunContextWrapper[Any], params: Mapping[str, Any],
+    async def needs_approval(self, tool: str, context: RunContextWrapper[Any], params: Mapping[str, JsonValue],
                              call_id: str) -> bool:
         """Decide the call (once: a stored entry for the same call is reused); True only when the
         gate held it. A call the gate refused is not asked about: the guardrail refuses it."""
@@ -129,13 +130,13 @@ class GateApproval:
         else:  # a RunState restored from storage: it keeps the context on its wrapper (no public accessor)
             context, interruptions = getattr(run._context, "context", None), run.get_interruptions()
         entries = calls(context)
-        settled: list[tuple[ToolApprovalItem, dict[str, Any]]] = []
+        settled: list[tuple[ToolApprovalItem, dict[str, JsonValue]]] = []
         for interruption in interruptions:
             call_id = getattr(interruption, "call_id", None)
             if entries is None or not isinstance(call_id, str) or interruption.tool_name not in self.tools:
                 continue
             stored = entries.get(call_id)
-            entry: dict[str, Any] = dict(stored) if isinstance(stored, Mapping) else await asyncio.to_thread(
+            entry: dict[str, JsonValue] = dict(stored) if isinstance(stored, Mapping) else await asyncio.to_thread(
                 self._decide, interruption.tool_name or "", interruption.arguments)
             if pending(entry):
                 entry = await asyncio.to_thread(self.gate.resolve, entry, wait=wait)
@@ -149,7 +150,7 @@ class GateApproval:
                 state.reject(interruption, rejection_message=REFUSED + str(entry["reason"]))
         return state
 
-    def _decide(self, tool: str, arguments: str | None) -> dict[str, Any]:
+    def _decide(self, tool: str, arguments: str | None) -> dict[str, JsonValue]:
         try:
             parsed = json.loads(arguments or "{}")
         except ValueError:

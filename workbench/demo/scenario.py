@@ -30,12 +30,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import numpy as np
 
 from gate.resources import data_path
 from gate.rulebook import RulebookDocument, checked_rulebook
+from gate.strict_json import JsonValue
 
 RULEBOOK_DIR = data_path("rulebooks")
 
@@ -127,7 +128,7 @@ class DecisionPlan:
     def __len__(self) -> int:
         return len(self.at_ms)
 
-    def facts_of(self, index: int) -> dict[str, Any]:
+    def facts_of(self, index: int) -> dict[str, JsonValue]:
         """The facts of decision `index` as JSON values (ints, floats, strings, booleans)."""
         fields = self.facts[POLICIES[self.policy[index]]]
         return {name: values[index].item() for name, values in fields.items()}

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import polars as pl
 
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
 from gate.rulebook.compile import rule_order
+from gate.strict_json import JsonValue
 from workbench.dataset.convert import frame_of
 from workbench.dataset.facts import facts_table
 from workbench.dataset.load import Frames
@@ -31,7 +31,7 @@ from workbench.engines.rulebook_polars import (
 from workbench.reports.policy import CLASSES
 
 
-def draft_replay(draft: Mapping[str, Any]) -> Callable[[pl.LazyFrame], pl.LazyFrame]:
+def draft_replay(draft: Mapping[str, JsonValue]) -> Callable[[pl.LazyFrame], pl.LazyFrame]:
     """A replay function for the engine: adds `new_verdict` and `new_rule_id` to decisions.
     Raises `gate.errors.RulebookInvalid` (with every error path) for an invalid draft."""
     draft = dict(draft)
@@ -67,7 +67,7 @@ def draft_replay(draft: Mapping[str, Any]) -> Callable[[pl.LazyFrame], pl.LazyFr
     return replay
 
 
-def batch_counterfactual(frames: Frames, draft: Mapping[str, Any]) -> dict[str, Any]:
+def batch_counterfactual(frames: Frames, draft: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     """The counterfactual report body of `draft` over the decisions of `frames`."""
     identity = {"rulebook_id": draft.get("rulebook_id"), "version": draft.get("version"),
                 "rulebook_hash": sha256_hex(dict(draft))}

@@ -198,7 +198,7 @@ def _signature_ok(signature: Any, digest: str, anchors: TrustAnchors) -> tuple[b
     return len(raw) == 64 and ed25519_verify(key.public_key_raw, payload, raw), None
 
 
-def _check_dataset(raw: bytes, root: str | Path, source: Mapping[str, Any], anchors: TrustAnchors,
+def _check_dataset(raw: bytes, root: str | Path, source: Mapping[str, JsonValue], anchors: TrustAnchors,
                    checks: dict[str, bool], problems: list[str]) -> None:
     """`dataset_signature` and `dataset_files` of `verify_manifest` (offline: the anchors only)."""
     try:

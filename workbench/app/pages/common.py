@@ -8,6 +8,7 @@ from typing import Any
 import panel as pn
 import param
 
+from gate.strict_json import JsonValue
 from workbench.reports.textsafe import md_text
 
 
@@ -37,7 +38,7 @@ def confirmation_box(proposal: param.Parameter[Any], text: Callable[[], str], co
     yes.on_click(lambda _: confirm())
     no.on_click(lambda _: cancel())
 
-    def box(value: dict[str, Any] | None) -> pn.viewable.Viewable:
+    def box(value: dict[str, JsonValue] | None) -> pn.viewable.Viewable:
         if not value:
             return pn.Spacer(height=0)
         lines = "\n".join(f"- {md_text(line)}" for line in text().split("\n"))

@@ -13,6 +13,7 @@ from bokeh.models.annotations import Label, Span
 from bokeh.plotting import figure
 
 from gate.reports.registry import REPORTS
+from gate.strict_json import JsonValue
 from gate.vocabulary import VERDICTS
 from workbench.app.pages.common import note
 from workbench.app.pages.links import decision_href
@@ -99,7 +100,7 @@ def _queues(holds: HoldReport | None) -> pn.viewable.Viewable:
     return pn.pane.Markdown(queue_health_markdown(holds), css_classes=["queue-health"], sizing_mode="stretch_width")
 
 
-def _figures(report: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+def _figures(report: Mapping[str, JsonValue]) -> Iterator[tuple[str, str]]:
     """A report's members as (name, text): numbers and words as they are (a float as a score),
     an object's members one level in (`sample.decisions_considered`), a list by its length."""
     for name, value in report.items():
@@ -115,7 +116,7 @@ def _figure(value: Any) -> str:
     return numbers.score(value) if isinstance(value, float) else str(value)
 
 
-def more_reports_markdown(more: Mapping[str, Mapping[str, Any]] | None) -> str:
+def more_reports_markdown(more: Mapping[str, Mapping[str, JsonValue]] | None) -> str:
     """Every report kind of the registry the cards and the queues do not show (a kind added to
     `gate.reports.registry` shows here with no page code): its name and summary, then its
     figures and its hash, read from the sealed report as the API serves it."""
@@ -129,11 +130,11 @@ def more_reports_markdown(more: Mapping[str, Mapping[str, Any]] | None) -> str:
     return "\n".join(lines).rstrip()
 
 
-def _more_reports(more: Mapping[str, Mapping[str, Any]] | None) -> pn.viewable.Viewable:
+def _more_reports(more: Mapping[str, Mapping[str, JsonValue]] | None) -> pn.viewable.Viewable:
     return pn.pane.Markdown(more_reports_markdown(more), css_classes=["more-reports"], sizing_mode="stretch_width")
 
 
-def _anomalies(reports: PolicyReports | None, every: list[dict[str, Any]] | None, scope: str,
+def _anomalies(reports: PolicyReports | None, every: list[dict[str, JsonValue]] | None, scope: str,
                policy: str) -> pn.viewable.Viewable:
     if not reports:
         return pn.pane.Markdown("")
@@ -154,7 +155,7 @@ def _anomalies(reports: PolicyReports | None, every: list[dict[str, Any]] | None
 
 def _show_every(state: OverviewState) -> pn.viewable.Viewable:
     """"Show all 7 anomalies" while the report lists fewer than it counts (and none is asked yet)."""
-    def button(reports: PolicyReports | None, every: list[dict[str, Any]] | None) -> pn.viewable.Viewable:
+    def button(reports: PolicyReports | None, every: list[dict[str, JsonValue]] | None) -> pn.viewable.Viewable:
         if not reports or every is not None:
             return pn.Spacer(height=0)
         count = reports["anomalies"]["anomaly_count"]

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 import panel as pn
 
+from gate.strict_json import JsonValue
 from workbench.app.ruletable import COLUMNS, EDITABLE, RuleRowHistory
 from workbench.app.state.authoring import AuthoringState
 from workbench.reports.textsafe import md_text
@@ -133,7 +134,7 @@ def rule_table(state: AuthoringState) -> pn.Column:
     """The editable table, kept in step with the draft both ways: a cell edit is written into
     the draft's JSON (`AuthoringState.edit_cell`), and every change of the draft patches the
     cells that changed (`show_rows`, through `TableRows`)."""
-    editors: dict[str, Any] = {name: None for name in (*COLUMNS, *HISTORY_COLUMNS) if name not in EDITABLE}
+    editors: dict[str, JsonValue] = {name: None for name in (*COLUMNS, *HISTORY_COLUMNS) if name not in EDITABLE}
     editors.update({name: {"type": "input"} for name in EDITABLE})
     # Every row drawn, not only those Tabulator's virtual renderer finds room for when it draws
     # (a draft's rules are few: the rulebook's budget bounds them). No key bindings: Tabulator 6.4

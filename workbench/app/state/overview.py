@@ -9,6 +9,7 @@ from typing import Any
 
 import param
 
+from gate.strict_json import JsonValue
 from workbench.app.store import WorkbenchStore
 from workbench.dataset.location import DatasetError
 from workbench.dataset.trust import trust_text
@@ -72,7 +73,7 @@ class OverviewState(param.Parameterized):
 ALL_QUEUES = "all queues"
 
 
-def other_reports(reports: Mapping[str, Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+def other_reports(reports: Mapping[str, Mapping[str, JsonValue]]) -> dict[str, Mapping[str, JsonValue]]:
     """The reports of the kinds the cards do not show (`POLICY_REPORT_KINDS`), in the registry's order."""
     return {name: report for name, report in reports.items() if name not in POLICY_REPORT_KINDS}
 

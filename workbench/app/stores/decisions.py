@@ -4,7 +4,7 @@ its receipts, inclusion proof and a fresh verification (the API's bodies)."""
 from __future__ import annotations
 
 import json
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import polars as pl
 
@@ -12,6 +12,7 @@ from gate.chain.links import chain_id_for
 from gate.services.chains import inclusion_for
 from gate.services.lifecycle import KINDS
 from gate.services.verification import StoredVerification, verify_stored_decision
+from gate.strict_json import JsonValue
 from workbench.app.stores.shared import StoreShared
 from workbench.dataset.convert import facts_of
 from workbench.dataset.load import scan_table
@@ -32,7 +33,7 @@ class StoredEvaluation(TypedDict):
     """A stored decision's facts and its stored result (`DecisionReads.stored_evaluation`)."""
 
     decision_id: str
-    facts: dict[str, Any]  # the caller's facts, as the rulebook saw them
+    facts: dict[str, JsonValue]  # the caller's facts, as the rulebook saw them
     stored: StoredResult
 
 
@@ -70,7 +71,7 @@ class DecisionReads:
                 .collect())
         return page, total
 
-    def decision_detail(self, scope: str, decision_id: str) -> dict[str, Any] | None:
+    def decision_detail(self, scope: str, decision_id: str) -> dict[str, JsonValue] | None:
         """The stored record with its receipts, its chain inclusion proof and a fresh
         verification, or None when the decision is not in `scope`."""
         stored = self.store.ledger.decision(scope, decision_id)

@@ -14,6 +14,7 @@ from gate.services.chains import AuditChainService
 from gate.services.decide import DecisionService
 from gate.services.holds import HoldService
 from gate.services.lifecycle import LifecycleService
+from gate.strict_json import JsonValue
 from workbench.dataset.load import Frames, Opened
 from workbench.dataset.trust import Trust
 from workbench.services.root import Services
@@ -59,7 +60,7 @@ class StoreShared(Protocol):
 
     def opened(self) -> Opened | None: ...
 
-    def current_rulebook(self, scope: str, rulebook_id: str) -> dict[str, Any] | None: ...
+    def current_rulebook(self, scope: str, rulebook_id: str) -> dict[str, JsonValue] | None: ...
 
     def _manifest_key(self) -> str | None: ...
 
