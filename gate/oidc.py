@@ -39,6 +39,7 @@ from joserfc.jwt import ClaimsOption
 from gate.errors import Signal
 from gate.events.outbound import Outbound, from_environment
 from gate.events.targets import TargetRefused
+from gate.strict_json import JsonValue
 
 # Asymmetric signatures only: `none` and the HMAC ones (keyed with a client secret) are refused.
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
@@ -88,7 +89,7 @@ def signing_algorithms(announced: object) -> tuple[str, ...]:
     return algorithms
 
 
-def fetch_json(url: str, timeout: float = FETCH_TIMEOUT, outbound: Outbound | None = None) -> dict[str, Any]:
+def fetch_json(url: str, timeout: float = FETCH_TIMEOUT, outbound: Outbound | None = None) -> dict[str, JsonValue]:
     """A JSON object from an https (or loopback http) URL, at most MAX_DOCUMENT_BYTES, through the
     one outbound client (gate.events.outbound: resolved once, connected to the address checked,
     an internal host refused unless GATE_OUTBOUND_ALLOW_HOSTS names it, at most
@@ -115,7 +116,7 @@ def fetch_json(url: str, timeout: float = FETCH_TIMEOUT, outbound: Outbound | No
     return document
 
 
-def read_discovery(issuer: str, fetch: Callable[[str], dict[str, Any]] = fetch_json) -> dict[str, Any]:
+def read_discovery(issuer: str, fetch: Callable[[str], dict[str, JsonValue]] = fetch_json) -> dict[str, JsonValue]:
     """The issuer's discovery document, whose `issuer` is exactly `issuer` (ValueError otherwise)."""
     check_url(issuer, "the issuer", issuer)
     document = fetch(issuer.rstrip("/") + "/.well-known/openid-configuration")
@@ -123,7 +124,7 @@ def read_discovery(issuer: str, fetch: Callable[[str], dict[str, Any]] = fetch_j
     return document
 
 
-def check_issuer(document: Mapping[str, Any], issuer: str) -> None:
+def check_issuer(document: Mapping[str, JsonValue], issuer: str) -> None:
     if document.get("issuer") != issuer:
         raise ValueError(f"the discovery document of {issuer} names issuer {document.get('issuer')!r}: "
                          "they must be identical (OpenID Connect Discovery 4.3)")
@@ -142,7 +143,7 @@ class KeyCache:
     def needs_fetch(self, refresh: bool) -> bool:
         return self.keys is None or (refresh and self.clock() - self._fetched > JWKS_REFETCH_SECONDS)
 
-    def store(self, document: Mapping[str, Any]) -> KeySet:
+    def store(self, document: Mapping[str, JsonValue]) -> KeySet:
         """Keep a fetched JWKS document (TokenRefused when it is not a usable key set)."""
         try:
             keys = KeySet.import_key_set(document)  # type: ignore[arg-type]
@@ -152,7 +153,7 @@ class KeyCache:
         return keys
 
 
-def decode_signed(token: str, keys: KeySet, algorithms: tuple[str, ...]) -> dict[str, Any]:
+def decode_signed(token: str, keys: KeySet, algorithms: tuple[str, ...]) -> dict[str, JsonValue]:
     """The claims of a JWS-signed JWT whose signature `keys` verify with one of `algorithms`:
     UnknownKey when it names a key the set lacks, TokenRefused for anything else."""
     # SECURITY: bounded before parsing; exactly the compact JWS form (no JWE, no JSON serialisation).

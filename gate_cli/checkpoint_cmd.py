@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from gate.chain.links import chain_id_for
 from gate.clock import SystemClock
 from gate.errors import CodedError, GateError
+from gate.strict_json import JsonValue
 from gate_cli.context import FAILED, load_settings, open_ledger, refusal_text
 from gate_cli.help import Subparsers
 from gate_cli.verify_cmd import load_anchors
@@ -111,7 +112,7 @@ def _trusted(checkpoint: Any, anchors: TrustAnchors) -> None:
 
 
 def _from_gate(args: argparse.Namespace,
-               held: dict[str, Any] | None) -> tuple[dict[str, Any], list[str] | None, TrustAnchors]:
+               held: dict[str, JsonValue] | None) -> tuple[dict[str, JsonValue], list[str] | None, TrustAnchors]:
     if not (args.chain and args.api_key_env):
         raise GateError("VERIFY_INPUT_UNREADABLE", "--url needs --chain and --api-key-env")
     api_key = os.environ.get(args.api_key_env)
@@ -159,13 +160,13 @@ def _from_ledger(args: argparse.Namespace, held_of: Callable[[Path, str], dict[s
     return published["checkpoint"], proof, signing.trust_anchors(), log
 
 
-def _held(log: Path, chain_id: str) -> dict[str, Any] | None:
+def _held(log: Path, chain_id: str) -> dict[str, JsonValue] | None:
     from gate.chain.checkpoint_log import latest_checkpoint, read_checkpoint_log
 
     return latest_checkpoint(read_checkpoint_log(log), chain_id)
 
 
-def _save(args: argparse.Namespace) -> dict[str, Any]:
+def _save(args: argparse.Namespace) -> dict[str, JsonValue]:
     from gate.chain.checkpoint_log import CheckpointLogError, append_checkpoint
 
     if bool(args.url) == bool(args.scope):

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from gate.errors import CodedError, RulebookInvalid
 from gate.protocol.canonical import CanonicalJSONError, parse_strict, sha256_hex
 from gate.rulebook import RulebookDocument, checked_rulebook
+from gate.strict_json import JsonValue
 
 if TYPE_CHECKING:  # the dry-run (Polars) is imported only when a plan runs one
     from gate.rulebook.analysis import DiffReportJSON, LintReportJSON
@@ -313,7 +314,7 @@ class Plan:
     out: Path
     done: dict[Path, str] = field(default_factory=dict)  # apply: a file's move already made or requested
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JsonValue]:
         return {"changes": [c.to_json() for c in self.changes],
                 "unchanged": [{"scope": f.scope, "rulebook_id": f.rulebook_id, "version": f.version,
                                "release": self.done.get(f.path)} for f in self.unchanged], "out": str(self.out)}

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from gate.reports.registry import REPORTS
+from gate.strict_json import JsonValue
 from workbench.reports import numbers
 from workbench.reports.holdtext import hold_lines
 
@@ -179,7 +180,7 @@ def _body_lines(kind: str, report: Mapping[str, Any]) -> list[str] | None:
     return lines + _sample(report["sample"])
 
 
-def render(kind: str, report: Mapping[str, Any], *, source: str) -> str:
+def render(kind: str, report: Mapping[str, JsonValue], *, source: str) -> str:
     """The report as text: titled by its kind's name, ending with its envelope's hash member."""
     spec = REPORTS[kind].envelope_spec
     lines = _header(kind.capitalize(), report, source)
@@ -189,7 +190,7 @@ def render(kind: str, report: Mapping[str, Any], *, source: str) -> str:
     return "\n".join(lines)
 
 
-def _members(report: Mapping[str, Any], envelope: set[str]) -> list[str]:
+def _members(report: Mapping[str, JsonValue], envelope: set[str]) -> list[str]:
     """A kind without its own lines: each member of its body, its value as JSON."""
     shown = envelope | {"policy_id", "policy_version", "parameters", "source", "inputs_removed"}
     return [f"{name}: {json.dumps(value, sort_keys=True)}" for name, value in report.items() if name not in shown]

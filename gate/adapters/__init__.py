@@ -48,6 +48,7 @@ from gate.errors import GateError
 from gate.protocol.canonical import CanonicalJSONError, clone, sha256_hex
 from gate.protocol.fact_limits import check_facts
 from gate.protocol.types import TrustedAdapter
+from gate.strict_json import JsonValue
 
 if TYPE_CHECKING:
     from gate.adapters.worker import Job, WorkerMessage
@@ -73,7 +74,7 @@ _HASH = re.compile(r"^[0-9a-f]{64}$")
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 
 
-def validate_invocation(adapter: dict[str, Any]) -> None:
+def validate_invocation(adapter: dict[str, JsonValue]) -> None:
     """Raise `TRUSTED_ADAPTER_INVALID` with every problem of the invocation object."""
     errors: list[dict[str, str]] = []
     for key in sorted(adapter):
@@ -120,9 +121,9 @@ class AdapterRun:
     """One completed adapter run: what the rulebook evaluates and what the record carries."""
 
     adapter: RegisteredAdapter
-    facts: dict[str, Any]           # input plus derived output: the rulebook's facts
+    facts: dict[str, JsonValue]           # input plus derived output: the rulebook's facts
     trusted_adapter: TrustedAdapter  # the record's `trusted_adapter` block
-    adapter_facts: dict[str, Any]    # the record's `adapter_facts` (same content as `facts`)
+    adapter_facts: dict[str, JsonValue]    # the record's `adapter_facts` (same content as `facts`)
     output: dict[str, Any]          # the adapter's derived facts alone
     duration_ms: float
 
@@ -295,7 +296,7 @@ def _checked_input(adapter: RegisteredAdapter, payload: Any, detail: dict[str, s
                                  "message": "not representable as canonical JSON"}], **detail) from None
 
 
-def _checked_output(adapter: RegisteredAdapter, message: WorkerMessage, detail: dict[str, str]) -> dict[str, Any]:
+def _checked_output(adapter: RegisteredAdapter, message: WorkerMessage, detail: dict[str, str]) -> dict[str, JsonValue]:
     """The adapter's output from the worker's result, once no capability was refused, the run
     succeeded and the output matches the closed output schema."""
     denied = message.get("denied") or []

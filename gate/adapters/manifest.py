@@ -37,6 +37,7 @@ from jsonschema.exceptions import SchemaError
 from gate import vocabulary as C
 from gate.errors import CodedError
 from gate.protocol.canonical import clone, sha256_hex
+from gate.strict_json import JsonValue
 
 ADAPTER_ID = re.compile(r"^[a-z][a-z0-9_.:-]{1,119}$")
 SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
@@ -60,7 +61,7 @@ class AdapterDefinitionError(CodedError, ValueError):
     CODE = "TRUSTED_ADAPTER_DEFINITION_INVALID"
 
 
-def read_manifest_literal(source: str, filename: str) -> dict[str, Any]:
+def read_manifest_literal(source: str, filename: str) -> dict[str, JsonValue]:
     """The literal `MANIFEST` of an adapter source, checking that `run` is defined (no execution)."""
     try:
         tree = ast.parse(source, filename=filename)
@@ -124,8 +125,8 @@ class AdapterManifest(TypedDict):
     description: str
     implementation_revision: str
     implementation_hash: str
-    input_schema: dict[str, Any]  # JSON Schemas as the adapter declares them (checked closed)
-    output_schema: dict[str, Any]
+    input_schema: dict[str, JsonValue]  # JSON Schemas as the adapter declares them (checked closed)
+    output_schema: dict[str, JsonValue]
 
 
 def build_manifest(declared: dict[str, Any], implementation_hash: str) -> AdapterManifest:

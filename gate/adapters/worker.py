@@ -45,8 +45,6 @@ import resource
 import sys
 import zoneinfo
 
-from gate.strict_json import JsonValue
-
 # Types for the checker only: importing `typing` would add milliseconds to every worker start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -59,7 +57,7 @@ if TYPE_CHECKING:
         module: str
         filename: str
         source: str
-        input: dict[str, JsonValue]  # the caller's adapter input, as its schema admitted it
+        input: dict[str, Any]  # the caller's adapter input, as its schema admitted it
         path: list[str]
 
     class WorkerMessage(TypedDict, total=False):

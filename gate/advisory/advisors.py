@@ -43,8 +43,8 @@ class AdvisoryQuestion:
 
     mode: str
     question: str
-    context: Mapping[str, Any]
-    facts: Mapping[str, Any]
+    context: Mapping[str, JsonValue]
+    facts: Mapping[str, JsonValue]
     pattern: Pattern | None
 
 

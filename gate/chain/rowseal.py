@@ -31,6 +31,7 @@ from typing import Any, TypedDict
 
 from gate.keys.signing import ReceiptSigner
 from gate.protocol.canonical import canonical_bytes, sha256_hex
+from gate.strict_json import JsonValue
 
 LEDGER_ROW_VERSION = "ledger_row_v1"
 RECEIPT_CHAIN_VERSION = "decision_receipts_v1"
@@ -84,7 +85,7 @@ def sealed_decision_row(row: DecisionRow, receipt_signer: ReceiptSigner | None) 
     return {**row, "row_hash": row_hash, "row_signature": signature}
 
 
-def decision_row_material(row: Mapping[str, Any]) -> dict[str, Any]:
+def decision_row_material(row: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     """The object whose hash is a decisions row's `row_hash` (missing columns as null)."""
     material = {name: row.get(name) for name in DECISION_ROW_COLUMNS}
     material["ledger_row_version"] = LEDGER_ROW_VERSION
@@ -100,7 +101,7 @@ def decision_row_hash(row: Mapping[str, Any]) -> str:
 RECEIPT_ROW_LINK_COLUMNS = ("execution_receipt_id", "execution_hash")
 
 
-def receipt_row_material(row: Mapping[str, Any]) -> dict[str, Any]:
+def receipt_row_material(row: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     """The object whose hash is a lifecycle_receipts row's `row_hash` (missing columns as null;
     the link columns only when one is set)."""
     material = {name: row.get(name) for name in RECEIPT_ROW_COLUMNS}
@@ -111,7 +112,7 @@ def receipt_row_material(row: Mapping[str, Any]) -> dict[str, Any]:
     return material
 
 
-def receipt_row_hash(row: Mapping[str, Any]) -> str:
+def receipt_row_hash(row: Mapping[str, JsonValue]) -> str:
     return sha256_hex(receipt_row_material(row))
 
 

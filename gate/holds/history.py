@@ -60,6 +60,7 @@ from gate.holds.policy import HoldPolicy
 from gate.keys.anchors import TrustAnchors
 from gate.principals import Principal
 from gate.protocol.canonical import CanonicalJSONError
+from gate.strict_json import JsonValue
 from gate.vocabulary import HoldState
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -113,7 +114,7 @@ def _document_problem(document: Any) -> str | None:
     return None
 
 
-def _form_problem(event: Mapping[str, Any], where: str) -> str | None:
+def _form_problem(event: Mapping[str, JsonValue], where: str) -> str | None:
     """The event's members, version, action and principal."""
     if not members_hold(event):
         return f"{where}: members differ from {HOLD_EVENT_VERSION}'s"
@@ -129,7 +130,7 @@ def _form_problem(event: Mapping[str, Any], where: str) -> str | None:
     return None
 
 
-def _policy_problem(event: Mapping[str, Any], where: str) -> str | None:
+def _policy_problem(event: Mapping[str, JsonValue], where: str) -> str | None:
     if event.get("action") != "policy_set":
         return None
     try:
@@ -180,7 +181,7 @@ def _head_problem(document: Mapping[str, Any], events: Sequence[Mapping[str, Any
     return f"head: {problem}" if problem is not None else None
 
 
-def _decision_problems(events: Sequence[Mapping[str, Any]]) -> list[str]:
+def _decision_problems(events: Sequence[Mapping[str, JsonValue]]) -> list[str]:
     """Each decision's events, together, under the closing rules (signatures already checked)."""
     by_decision: dict[str, list[Mapping[str, Any]]] = {}
     for event in events:
@@ -208,7 +209,7 @@ def _witness_problem(document: Mapping[str, Any], events: Sequence[Mapping[str, 
 
 
 def verify_hold_history(document: Any, anchors: TrustAnchors | None,
-                        checkpoints: Sequence[Mapping[str, Any]] | None = None) -> HoldHistoryCheck:
+                        checkpoints: Sequence[Mapping[str, JsonValue]] | None = None) -> HoldHistoryCheck:
     """Check a `hold_history_v1` document offline (see the module docstring). `anchors` None or
     empty: hashes, links and rules only. `checkpoints`: a checkpoint log's entries to compare the
     chain with."""

@@ -49,6 +49,7 @@ from gate.packets.options import PacketOptions
 from gate.packets.result import _State
 from gate.packets.witness import consistency_member
 from gate.protocol.canonical import sha256_hex
+from gate.strict_json import JsonValue
 from gate.vocabulary import (
     CANONICALIZATION,
     CHAIN_MERKLE_STRATEGY,
@@ -79,7 +80,7 @@ def _window_links(chain: ChainExcerpt, first: int, last: int) -> list[ChainLink]
     return links
 
 
-def _check_record_link(record: Mapping[str, Any], record_link: ChainLink, position: int) -> None:
+def _check_record_link(record: Mapping[str, JsonValue], record_link: ChainLink, position: int) -> None:
     """PacketSourceError unless the link at the record's position is the record's own."""
     for member in ("decision_id", "record_hash", "receipt_hash"):
         if record_link.get(member) != record.get(member):
@@ -99,7 +100,7 @@ def _check_head_and_checkpoint(chain: ChainExcerpt, links: Sequence[ChainLink], 
         raise PacketSourceError("the checkpoint is not for this chain and size")
 
 
-def _audit_chain_member(record: Mapping[str, Any], chain: ChainExcerpt, chain_limit: int) -> AuditChain:
+def _audit_chain_member(record: Mapping[str, JsonValue], chain: ChainExcerpt, chain_limit: int) -> AuditChain:
     """The packet's `audit_chain`; PacketSourceError when the excerpt is not self-consistent."""
     try:
         first, last = chain_window(chain.record_position, chain.chain_size, chain_limit)
@@ -142,7 +143,7 @@ def _audit_chain_member(record: Mapping[str, Any], chain: ChainExcerpt, chain_li
     }
 
 
-def _intelligence_section(record: Mapping[str, Any], section: str, report: Any) -> dict[str, Any]:
+def _intelligence_section(record: Mapping[str, JsonValue], section: str, report: Any) -> dict[str, JsonValue]:
     """One sealed report for `policy_intelligence`; PacketSourceError unless it is a report of
     the record's policy with its version label and a matching hash."""
     problem = sealed_report_problem(section, report)
@@ -153,8 +154,8 @@ def _intelligence_section(record: Mapping[str, Any], section: str, report: Any) 
     return copy.deepcopy(dict(report))
 
 
-def _intelligence_member(record: Mapping[str, Any], options: PacketOptions,
-                         policy_intelligence: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
+def _intelligence_member(record: Mapping[str, JsonValue], options: PacketOptions,
+                         policy_intelligence: Mapping[str, Mapping[str, JsonValue]] | None) -> dict[str, dict[str, JsonValue]]:
     """The packet's `policy_intelligence` (empty: no member)."""
     if not options.include_intelligence or policy_intelligence is None:
         return {}
@@ -162,7 +163,7 @@ def _intelligence_member(record: Mapping[str, Any], options: PacketOptions,
             for section, report in policy_intelligence.items()}
 
 
-def _receipt_head_member(record: Mapping[str, Any], head: Mapping[str, Any] | None) -> ReceiptChainHead | None:
+def _receipt_head_member(record: Mapping[str, JsonValue], head: Mapping[str, JsonValue] | None) -> ReceiptChainHead | None:
     """The packet's `receipt_chain_head` copied from the stored head (None: no member).
 
     Its count is exported as stored, even when it differs from `totals`: the verifier names the
@@ -188,12 +189,12 @@ class _ListedParts:
     """The three receipt lists as exported (newest first, each cut to its limit), with the
     stored total and the truncation mark of each."""
 
-    items: dict[str, list[dict[str, Any]]]
+    items: dict[str, list[dict[str, JsonValue]]]
     totals: dict[str, int]
     truncated: dict[str, bool]
 
 
-def _listed_parts(options: PacketOptions, given: Mapping[str, Sequence[Mapping[str, Any]]],
+def _listed_parts(options: PacketOptions, given: Mapping[str, Sequence[Mapping[str, JsonValue]]],
                   totals: Mapping[str, int] | None) -> _ListedParts:
     """Cut each list to its limit; PacketSourceError when what was read does not fit the stored total."""
     stated_totals = dict(totals) if totals is not None else {}
@@ -271,7 +272,7 @@ class _InputMember(TypedDict, total=False):
     original_input: Any
 
 
-def _hold_members(record: Mapping[str, Any], events: Sequence[HoldEvent],
+def _hold_members(record: Mapping[str, JsonValue], events: Sequence[HoldEvent],
                   commitment: HoldCommitment | None) -> tuple[list[HoldEvent] | None, HoldCommitment | None]:
     """The packet's `hold_events` (None: no member), copied oldest first, and `hold_commitment`
     (required for a held decision, None otherwise); PacketSourceError unless the events are this

@@ -34,6 +34,7 @@ from gate.packets.common import (
 from gate.packets.excerpt import chain_window
 from gate.packets.result import _State
 from gate.protocol.canonical import CanonicalJSONError
+from gate.strict_json import JsonValue
 from gate.verify import TrustAnchors
 from gate.vocabulary import (
     CHAIN_ENTRY_TYPE_DECISION,
@@ -81,7 +82,7 @@ def _check_record_audit_chain(state: _State, record: Mapping[str, Any]) -> None:
 # ---- step 4
 
 
-def _check_chain(state: _State, packet: Mapping[str, Any], record: Mapping[str, Any],
+def _check_chain(state: _State, packet: Mapping[str, JsonValue], record: Mapping[str, JsonValue],
                  anchors: TrustAnchors) -> str | None:
     chain = packet["audit_chain"]
     problems: list[str] = []
@@ -130,7 +131,7 @@ def _limit_window(position: Any, size: Any, limit: Any) -> tuple[int, int] | Non
         return None
 
 
-def _check_window(state: _State, packet: Mapping[str, Any], chain: Mapping[str, Any], links: list[Any] | None) -> None:
+def _check_window(state: _State, packet: Mapping[str, JsonValue], chain: Mapping[str, JsonValue], links: list[Any] | None) -> None:
     problems: list[str] = []
     window = chain.get("window")
     members_ok = _exact_members(problems, "window", window, _WINDOW_MEMBERS)
@@ -156,7 +157,7 @@ def _check_window(state: _State, packet: Mapping[str, Any], chain: Mapping[str, 
     state.conclude("audit_chain.window", problems)
 
 
-def _check_chain_links(state: _State, chain: Mapping[str, Any], links: list[Any] | None) -> None:
+def _check_chain_links(state: _State, chain: Mapping[str, JsonValue], links: list[Any] | None) -> None:
     if not links:
         state.fail("audit_chain.links", "links must be a non-empty array")
         return
@@ -183,14 +184,14 @@ def _check_chain_links(state: _State, chain: Mapping[str, Any], links: list[Any]
     state.conclude("audit_chain.links", problems)
 
 
-def _link_at(links: list[Any] | None, position: Any) -> Mapping[str, Any] | None:
+def _link_at(links: list[Any] | None, position: Any) -> Mapping[str, JsonValue] | None:
     for link in links or ():
         if isinstance(link, Mapping) and link.get("chain_position") == position and _is_int(position):
             return link
     return None
 
 
-def _check_record_link(state: _State, chain: Mapping[str, Any], links: list[Any] | None, record: Mapping[str, Any]) -> None:
+def _check_record_link(state: _State, chain: Mapping[str, JsonValue], links: list[Any] | None, record: Mapping[str, JsonValue]) -> None:
     position = chain.get("record_position")
     link = _link_at(links, position)
     if link is None:
@@ -207,7 +208,7 @@ def _check_record_link(state: _State, chain: Mapping[str, Any], links: list[Any]
     state.conclude("audit_chain.record_link", problems)
 
 
-def _check_head(state: _State, chain: Mapping[str, Any], links: list[Any] | None) -> None:
+def _check_head(state: _State, chain: Mapping[str, JsonValue], links: list[Any] | None) -> None:
     if not links or not isinstance(links[-1], Mapping):
         state.fail("audit_chain.head", "no links")
         return
@@ -251,7 +252,7 @@ def _check_inclusion(state: _State, chain: Mapping[str, Any], record: Mapping[st
     state.conclude("audit_chain.inclusion_proof", problems)
 
 
-def _check_checkpoint(state: _State, chain: Mapping[str, Any], anchors: TrustAnchors, source: list[str | None]) -> None:
+def _check_checkpoint(state: _State, chain: Mapping[str, JsonValue], anchors: TrustAnchors, source: list[str | None]) -> None:
     checkpoint = chain.get("checkpoint")
     problems: list[str] = []
     if not isinstance(checkpoint, Mapping):

@@ -28,6 +28,7 @@ from gate.packets.receipts_fast import (
 from gate.packets.result import _State
 from gate.protocol.canonical import CanonicalJSONError
 from gate.receipts import verify_receipt_links
+from gate.strict_json import JsonValue
 from gate.verify import TrustAnchors
 from gate.verify.ledger_rows import signature_valid
 
@@ -144,7 +145,7 @@ def _order_and_duplicates(part: str, items: list[Any]) -> list[str]:
     return problems
 
 
-def _check_intelligence(state: _State, packet: Mapping[str, Any], record: Mapping[str, Any]) -> None:
+def _check_intelligence(state: _State, packet: Mapping[str, JsonValue], record: Mapping[str, JsonValue]) -> None:
     """`policy_intelligence`: known sections only, each a report of the record's policy with its
     version label and its recomputed `<kind>_hash` (named `policy_intelligence.<section>.*`)."""
     if "policy_intelligence" not in packet:

@@ -28,10 +28,11 @@ from gate.packets.common import (
 from gate.packets.receipts_fast import _packet_text, _ReceiptTexts
 from gate.packets.result import _State
 from gate.protocol.canonical import CanonicalJSONError
+from gate.strict_json import JsonValue
 from gate.vocabulary import CANONICALIZATION, HASH_ALGORITHM
 
 
-def _check_packet_hash(state: _State, packet: Mapping[str, Any], texts: _ReceiptTexts) -> None:
+def _check_packet_hash(state: _State, packet: Mapping[str, JsonValue], texts: _ReceiptTexts) -> None:
     try:
         expected = hashlib.sha256(_packet_text(packet, texts).encode("utf-8")).hexdigest()
     except (CanonicalJSONError, TypeError, ValueError, RecursionError):
@@ -45,14 +46,14 @@ def _check_packet_hash(state: _State, packet: Mapping[str, Any], texts: _Receipt
                    if expected else "the packet cannot be canonicalised")
 
 
-def _check_members(state: _State, packet: Mapping[str, Any]) -> None:
+def _check_members(state: _State, packet: Mapping[str, JsonValue]) -> None:
     problems = [f"unknown member {name!r}" for name in sorted(set(packet) - PACKET_MEMBERS, key=str)]
     problems += [f"missing member {name!r}" for name in _REQUIRED_MEMBERS if name not in packet]
     problems += [f"{name} must be an array" for name in _LISTED if name in packet and not isinstance(packet[name], list)]
     state.conclude("packet_members", problems)
 
 
-def _identity_problems(packet: Mapping[str, Any], record: Mapping[str, Any]) -> list[str]:
+def _identity_problems(packet: Mapping[str, JsonValue], record: Mapping[str, JsonValue]) -> list[str]:
     """The packet's `decision_id`, `record_hash` and `receipt_hash` are the record's."""
     problems = []
     for name in ("decision_id", "record_hash", "receipt_hash"):
@@ -61,7 +62,7 @@ def _identity_problems(packet: Mapping[str, Any], record: Mapping[str, Any]) -> 
     return problems
 
 
-def _algorithm_problems(manifest: Mapping[str, Any]) -> list[str]:
+def _algorithm_problems(manifest: Mapping[str, JsonValue]) -> list[str]:
     problems = []
     if manifest.get("canonicalization") != CANONICALIZATION:
         problems.append(f"canonicalization must be {CANONICALIZATION}")
@@ -85,7 +86,7 @@ def _options_problems(options: Any) -> list[str]:
     return problems
 
 
-def _presence_problems(options: Mapping[str, Any], packet: Mapping[str, Any]) -> list[str]:
+def _presence_problems(options: Mapping[str, JsonValue], packet: Mapping[str, JsonValue]) -> list[str]:
     """The optional members are present exactly as the (valid) options say."""
     problems = []
     for option, member in (("include_input", "original_input"), ("include_chain", "audit_chain")):
@@ -97,7 +98,7 @@ def _presence_problems(options: Mapping[str, Any], packet: Mapping[str, Any]) ->
     return problems
 
 
-def _exported_count(packet: Mapping[str, Any], part: str) -> int:
+def _exported_count(packet: Mapping[str, JsonValue], part: str) -> int:
     return len(_array(packet.get(part)))
 
 
@@ -116,7 +117,7 @@ def _component_counts(packet: Mapping[str, Any]) -> dict[str, int]:
     return counts
 
 
-def _components_problems(components: Any, packet: Mapping[str, Any]) -> list[str]:
+def _components_problems(components: Any, packet: Mapping[str, JsonValue]) -> list[str]:
     """`components`: exactly the component names, each the count the packet holds."""
     problems: list[str] = []
     if not _exact_members(problems, "components", components, frozenset(_COMPONENT_NAMES)):
@@ -175,7 +176,7 @@ def _latest(values: Iterable[Any]) -> str | None:
     return max(stamps) if stamps else None
 
 
-def _check_exported_at(state: _State, packet: Mapping[str, Any], record: Mapping[str, Any]) -> None:
+def _check_exported_at(state: _State, packet: Mapping[str, JsonValue], record: Mapping[str, JsonValue]) -> None:
     exported_at = packet.get("exported_at")
     if not _is_iso_ms(exported_at):
         state.fail("exported_at", "exported_at must be ISO 8601 UTC with milliseconds and Z")

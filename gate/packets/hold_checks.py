@@ -31,6 +31,7 @@ from typing import Any
 from gate.chain.event_witness import held_at, held_checkpoint_problems, hold_chain_id
 from gate.holds.events import HELD_VERDICT, commitment_problems, hold_events_problems, signature_problem
 from gate.packets.result import _State
+from gate.strict_json import JsonValue
 from gate.verify import TrustAnchors
 
 
@@ -43,7 +44,7 @@ def _signature_problems(items: Sequence[Any], label: str, anchors: TrustAnchors)
     return problems
 
 
-def check_hold_events(state: _State, packet: Mapping[str, Any], record: Mapping[str, Any],
+def check_hold_events(state: _State, packet: Mapping[str, JsonValue], record: Mapping[str, JsonValue],
                       anchors: TrustAnchors) -> None:
     if "hold_events" in packet:
         events = packet["hold_events"]

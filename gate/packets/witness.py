@@ -22,6 +22,7 @@ from gate.chain.merkle import Checkpoint, verify_consistency
 from gate.packets.common import PacketSourceError, _exact_members, _is_hex64, _is_int
 from gate.packets.members import ChainConsistency, ConsistencyFrom
 from gate.packets.result import _State
+from gate.strict_json import JsonValue
 from gate.verify import TrustAnchors
 from gate.vocabulary import CHAIN_TREE_ALGORITHM
 
@@ -73,7 +74,7 @@ def check_chain_consistency(state: _State, packet: Mapping[str, Any]) -> None:
     state.conclude("chain_consistency", problems)
 
 
-def check_checkpoint_log(state: _State, packet: Mapping[str, Any], log: Sequence[Mapping[str, Any]],
+def check_checkpoint_log(state: _State, packet: Mapping[str, JsonValue], log: Sequence[Mapping[str, JsonValue]],
                          anchors: TrustAnchors) -> None:
     """`checkpoint_log`: the packet's signed tree is at least the newest held checkpoint of its
     chain and extends it (`gate.chain.checkpoint_log.extension_failures`, with the packet's

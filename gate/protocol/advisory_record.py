@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, TypedDict
 
 from gate.protocol.canonical import sha256_hex
+from gate.strict_json import JsonValue
 
 __all__ = [
     "ADVISORY_CONTRACT",
@@ -86,7 +87,7 @@ def _production_contract(contract: object) -> bool:
     return isinstance(authority, str) and authority.strip().lower() != "advisory_only"
 
 
-def carries_advisory_members(record: Mapping[str, Any]) -> bool:
+def carries_advisory_members(record: Mapping[str, JsonValue]) -> bool:
     """Whether the verifier checks `record` against the advisory record's closed member set: it
     carries any advisory member at all. Wider than `is_advisory` on purpose (every record
     `is_advisory` calls advisory carries one): a binding record that grew such a member is checked
@@ -99,7 +100,7 @@ def advisory_output_hash(record: Mapping[str, Any]) -> str:
     return sha256_hex({name: record.get(name) for name in _OUTPUT_MEMBERS})
 
 
-def reading_consistent(record: Mapping[str, Any]) -> bool:
+def reading_consistent(record: Mapping[str, JsonValue]) -> bool:
     """The contract holds: exact contract members, and c / v / verdict / action as `READING` says
     for the stated `advisory_verdict` (so an advisory approval can never read as `yes`)."""
     opinion = record.get("advisory_verdict")

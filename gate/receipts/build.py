@@ -75,11 +75,11 @@ OUTCOME_EXECUTION_MISMATCH = "SVC_OUTCOME_EXECUTION_MISMATCH"
 
 # execution_receipt_id → the stored execution receipt of the outcome's decision, None when the
 # decision has no execution receipt with that id.
-ExecutionLookup = Callable[[str], Mapping[str, Any] | None]
+ExecutionLookup = Callable[[str], Mapping[str, JsonValue] | None]
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
-def _stored_record(record: Any) -> Mapping[str, Any]:
+def _stored_record(record: Any) -> Mapping[str, JsonValue]:
     if record is None:
         raise GateError("DECISION_NOT_FOUND", "no decision with this id in your scope")
     if not isinstance(record, Mapping):
@@ -102,7 +102,7 @@ def _input_hash(name: str, value: str | None, body: Any) -> str:
     return value
 
 
-def _common(record: Mapping[str, Any], idempotency_key: str | None) -> dict[str, JsonValue]:
+def _common(record: Mapping[str, JsonValue], idempotency_key: str | None) -> dict[str, JsonValue]:
     if idempotency_key:  # None or "" mean: no key was sent
         _server_text("idempotency_key", idempotency_key, MAX_IDEMPOTENCY_KEY)
     return {
@@ -128,7 +128,7 @@ def _start(
     idempotency_key: str | None,
     *,
     crm: bool = False,
-) -> tuple[Mapping[str, Any], dict[str, JsonValue], dict[str, JsonValue]]:
+) -> tuple[Mapping[str, JsonValue], dict[str, JsonValue], dict[str, JsonValue]]:
     """Not found, then validation, then record references; returns (record, fields, members)
     where members = the normalized request members overlaid with the record-derived ones."""
     record = _stored_record(record)
@@ -203,7 +203,7 @@ def check_execution_link(fields: Mapping[str, Any], lookup: ExecutionLookup | No
 def build_outcome_record(
     *,
     body: Any,
-    record: Mapping[str, Any] | None,
+    record: Mapping[str, JsonValue] | None,
     outcome_id: str,
     idempotency_key: str | None,
     reported_at: str,
@@ -232,7 +232,7 @@ def build_outcome_record(
 def build_crm_sync_record(
     *,
     body: Any,
-    record: Mapping[str, Any] | None,
+    record: Mapping[str, JsonValue] | None,
     sync_id: str,
     idempotency_key: str | None,
     reported_at: str,

@@ -213,7 +213,7 @@ class HistoryCheck(EventChainCheck):
         return {**EventChainCheck.to_json(self), "state": self.state, "policy_changes": list(self.policy_changes)}
 
 
-def override_problem(event: Mapping[str, Any], state: ReleaseState, halted: frozenset[str]) -> str | None:
+def override_problem(event: Mapping[str, JsonValue], state: ReleaseState, halted: frozenset[str]) -> str | None:
     """The halt rule (gate.releases.halts) on a signed event: a version its guardrail halted made
     to serve (activated, a canary, rolled back to, requested or approved) without an override and
     a reason, or an override where none was needed."""
@@ -221,7 +221,7 @@ def override_problem(event: Mapping[str, Any], state: ReleaseState, halted: froz
     return refusal.message if refusal is not None else None
 
 
-def policy_problem(event: Mapping[str, Any], policy: ReleasePolicy) -> str | None:
+def policy_problem(event: Mapping[str, JsonValue], policy: ReleasePolicy) -> str | None:
     """A canary or activation the policy in force did not allow as stated."""
     name = event.get("action")
     if name not in ("canary", "activate"):
@@ -233,7 +233,7 @@ def policy_problem(event: Mapping[str, Any], policy: ReleasePolicy) -> str | Non
     return None
 
 
-def principal_problem(event: Mapping[str, Any]) -> str | None:
+def principal_problem(event: Mapping[str, JsonValue]) -> str | None:
     try:
         principal = Principal.from_json(event.get("principal"))
     except ValueError as exc:
@@ -241,7 +241,7 @@ def principal_problem(event: Mapping[str, Any]) -> str | None:
     return None if principal.actor == event.get("actor") else "actor is not its principal's"
 
 
-def _governed_problem(event: Mapping[str, Any], state: ReleaseState, governance: GovernanceCheck,
+def _governed_problem(event: Mapping[str, JsonValue], state: ReleaseState, governance: GovernanceCheck,
                       last_seq: int, halted: frozenset[str]) -> str | None:
     """The checks of an event made since issue 42 (it carries its principal): who, which policy
     event was in force (present, never going back), whether that policy allowed it, and halts."""

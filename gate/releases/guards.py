@@ -22,6 +22,7 @@ from typing import Any
 from gate.keys.anchors import TrustAnchors
 from gate.releases.model import Version
 from gate.replay.migration_check import check_migration
+from gate.strict_json import JsonValue
 
 
 def dataset_as_of(dry_run: Mapping[str, Any]) -> datetime | None:
@@ -38,7 +39,7 @@ def dataset_as_of(dry_run: Mapping[str, Any]) -> datetime | None:
     return max(times) if times else None
 
 
-def staleness_problem(dry_run: Mapping[str, Any], now: datetime, max_age_seconds: int) -> str | None:
+def staleness_problem(dry_run: Mapping[str, JsonValue], now: datetime, max_age_seconds: int) -> str | None:
     as_of = dataset_as_of(dry_run)
     if as_of is None:
         return "the dry-run states no decision time for the history it ran over"
@@ -66,7 +67,7 @@ def manifest_problems(manifest: Any, rulebook_id: str, version: Version, anchors
     return problems + ([stale] if stale else [])
 
 
-def scope_problem(dry_run: Mapping[str, Any], scope: str) -> str | None:
+def scope_problem(dry_run: Mapping[str, JsonValue], scope: str) -> str | None:
     """Why a dry-run does not cover `scope`'s history (None when it does): it ran over another
     scope, or over every scope (`dry_run.scope` null)."""
     covered = dry_run.get("scope")
@@ -76,7 +77,7 @@ def scope_problem(dry_run: Mapping[str, Any], scope: str) -> str | None:
     return f"the dry-run ran over {what}, not this scope's (dry_run.scope): run it with --scope {scope}"
 
 
-def stated_head(dry_run: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def stated_head(dry_run: Mapping[str, JsonValue]) -> Mapping[str, JsonValue] | None:
     """The scope's chain head the dry-run states it covered (`dry_run.source.scope_head`), if any."""
     source = dry_run.get("source")
     head = source.get("scope_head") if isinstance(source, Mapping) else None

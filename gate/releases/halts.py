@@ -31,19 +31,20 @@ from typing import Any
 
 from gate.protocol.canonical import sha256_hex
 from gate.releases.model import ReleaseRefused, ReleaseState
+from gate.strict_json import JsonValue
 
 OVERRIDE_HALT = "guardrail_halt"  # an admin's move that makes a version its guardrail halted serve
 SAME_RULES = "same_rules_as"  # a move's evidence: the halted version whose rules it makes serve
 _NOT_RULES = ("version",)  # a rulebook's members that decide nothing
 
 
-def rules_hash(rulebook: Mapping[str, Any]) -> str:
+def rules_hash(rulebook: Mapping[str, JsonValue]) -> str:
     """The hash of what a rulebook decides by: every member but its version label (which
     `rulebook_hash` covers too), so the same rules under another label hash the same."""
     return sha256_hex({name: value for name, value in rulebook.items() if name not in _NOT_RULES})
 
 
-def same_rules_as(move: Mapping[str, Any], halted: frozenset[str]) -> str | None:
+def same_rules_as(move: Mapping[str, JsonValue], halted: frozenset[str]) -> str | None:
     """The halted version a move's evidence states it makes serve the rules of (None: none, or
     one that is not halted)."""
     evidence = move.get("evidence")
@@ -51,7 +52,7 @@ def same_rules_as(move: Mapping[str, Any], halted: frozenset[str]) -> str | None
     return named if isinstance(named, str) and named in halted else None
 
 
-def halted_version(event: Mapping[str, Any]) -> str | None:
+def halted_version(event: Mapping[str, JsonValue]) -> str | None:
     """The version a guardrail halted, when the event is such a halt."""
     if event.get("action") != "halt" or event.get("actor") != "guardrail":
         return None
@@ -65,7 +66,7 @@ def halted_versions(events: Iterable[Mapping[str, Any]]) -> frozenset[str]:
     return frozenset(version for version in map(halted_version, events) if version is not None)
 
 
-def serving_version(move: Mapping[str, Any], state: ReleaseState) -> str | None:
+def serving_version(move: Mapping[str, JsonValue], state: ReleaseState) -> str | None:
     """The version a move (a request body or an event) on `state` makes serve decides, or asks
     to; None for a move that makes no version serve (shadow, halt) or names nothing to serve."""
     action = move.get("action")
@@ -80,7 +81,7 @@ def serving_version(move: Mapping[str, Any], state: ReleaseState) -> str | None:
     return None
 
 
-def halt_refusal(move: Mapping[str, Any], state: ReleaseState, halted: frozenset[str]) -> ReleaseRefused | None:
+def halt_refusal(move: Mapping[str, JsonValue], state: ReleaseState, halted: frozenset[str]) -> ReleaseRefused | None:
     """Why the move may not be made as stated (None when it may): a halted version (or the rules
     of one, `same_rules_as`) made to serve without the override and a reason, or an override where
     no halted version is made to serve."""

@@ -29,6 +29,7 @@ from gate.keys.anchors import TrustAnchors
 from gate.keys.apikeys import HOLDER_REQUIRED, parse_permissions, permissions_text
 from gate.keys.signing import ReceiptSigner
 from gate.principals import Permissions, Principal, holder_id, parse_holder
+from gate.strict_json import JsonValue
 
 KEY_GRANTS_ID = "@api-keys"  # rulebook ids start with a letter: no release can take this id
 KEY_GRANT_EVENT_VERSION = "api_key_grant_event_v1"
@@ -206,7 +207,7 @@ def grants_document(scope_hash: str, events: Sequence[Mapping[str, Any]],
 _GRANT_BODY = frozenset(GRANT_MEMBERS)
 
 
-def _form_problem(event: Mapping[str, Any], where: str) -> str | None:
+def _form_problem(event: Mapping[str, JsonValue], where: str) -> str | None:
     """An event's members, version, action, holder and principal."""
     if not sealed_members(event, _GRANT_BODY):
         return f"{where}: members differ from {KEY_GRANT_EVENT_VERSION}'s"

@@ -338,7 +338,7 @@ def run_counterfactuals(material: StoredMaterial, scenarios: list[Scenario], *, 
     return body
 
 
-def _simulated_record(record: Mapping[str, Any], prepared: PreparedRequest, patched: _PatchedScenario,
+def _simulated_record(record: Mapping[str, JsonValue], prepared: PreparedRequest, patched: _PatchedScenario,
                       current: Snapshot, schema_url: str, schema_hash: str) -> RecordMembers:
     """The scenario as a (never signed, never stored) record, for the requested view."""
     context, facts = patched.context, patched.facts

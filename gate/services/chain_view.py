@@ -32,6 +32,7 @@ from gate.services.chains import (
     rulebook_ref,
     rulebook_snapshot_check,
 )
+from gate.strict_json import JsonValue
 
 MAX_CHAIN_LIMIT = 1000
 
@@ -283,7 +284,7 @@ def _verify_window(ledger: Ledger, chain_id: str, head: dict[str, Any], rows: li
     return checks, failures
 
 
-def _bound_record_hash(record: dict[str, Any]) -> str | None:
+def _bound_record_hash(record: dict[str, JsonValue]) -> str | None:
     """The hash a stored record binds: recomputed from a whole record; a remainder's (its inputs
     removed, docs/privacy.md "Retention") stated hash when its `receipt_hash` recomputes from the
     kept hashes, so the chain still verifies its membership by hash."""
@@ -293,7 +294,7 @@ def _bound_record_hash(record: dict[str, Any]) -> str | None:
     return stated if isinstance(stated, str) and remainder_receipt_hash(record) == record.get("receipt_hash") else None
 
 
-def _root_or_none(head: dict[str, Any]) -> str | None:
+def _root_or_none(head: dict[str, JsonValue]) -> str | None:
     """`chain_tree_root`, or None when the head's peaks are not a compact range of its size."""
     try:
         return chain_tree_root(head)

@@ -38,6 +38,7 @@ from gate.services.event_delivery import WILDCARD, WebhookDelivery, utc
 from gate.services.event_retention import RETENTION_INTERVAL, EventRetention
 from gate.services.governance import GovernanceService, SafeguardSettings
 from gate.services.periodic import PeriodicWorker
+from gate.strict_json import JsonValue
 
 log = logging.getLogger("gate.events")
 
@@ -353,7 +354,7 @@ class Dispatcher:
         self.stream = stream  # a gate.events.stream.JetStreamPublisher, or None
         self.interval = interval
         self.owner = owner or f"dispatcher-{secrets.token_hex(6)}"
-        self.pool: FairPool[Mapping[str, Any]] = FairPool(self._turn, concurrency, name="gate-deliveries")
+        self.pool: FairPool[Mapping[str, JsonValue]] = FairPool(self._turn, concurrency, name="gate-deliveries")
         self.webhooks = PeriodicWorker("webhooks", self._offer_due, interval, log=log)
         self.workers = [self.webhooks]
         if stream is not None:

@@ -23,6 +23,7 @@ from gate.rulebook.budget import check_evaluation_cost
 from gate.services.pipeline import Caller
 from gate.services.release_guards import ReleaseGuardrails
 from gate.services.release_reads import ReleaseReader
+from gate.strict_json import JsonValue
 
 ARM_BLOCK_VERSION = "release_arm_v1"
 
@@ -54,7 +55,7 @@ class RulebookRef(TypedDict):
     version: NotRequired[str]
 
 
-def checked_ref(body: Mapping[str, Any]) -> RulebookRef:
+def checked_ref(body: Mapping[str, JsonValue]) -> RulebookRef:
     """A decide body's `rulebook_ref`, `{rulebook_id, version?}` (strings) in place of `rulebook`
     (gate/bodies/decide.schema.json), or RULEBOOK_REF_INVALID."""
     ref = body.get("rulebook_ref")
@@ -86,8 +87,8 @@ class ReleaseRouter:
         # the decisions table's text column: a version's text, or NULL (a decide that named none)
         return cast("str | None", stored.columns.get("policy_version"))
 
-    def route(self, caller: Caller, body: dict[str, Any], idempotency_key: str | None,
-              prior_version: Callable[[str], str | None] | None = None) -> tuple[dict[str, Any], Routed]:
+    def route(self, caller: Caller, body: dict[str, JsonValue], idempotency_key: str | None,
+              prior_version: Callable[[str], str | None] | None = None) -> tuple[dict[str, JsonValue], Routed]:
         """The request an inline decide of the referenced version would be, and where it went.
         `prior_version(rulebook_id)` names the version an earlier decide under the same
         idempotency key ran (by default read from the ledger: `prior_version`), so a retry replays
@@ -118,10 +119,10 @@ class ReleaseRouter:
         request["rulebook"] = self._body(snapshot)
         return request, Routed(rulebook_id, version, arm, state.seq, subject_hash)
 
-    def _body(self, snapshot: StoredSnapshot) -> dict[str, Any]:
+    def _body(self, snapshot: StoredSnapshot) -> dict[str, JsonValue]:
         """A fresh parse of the snapshot's canonical body (the decide path must not share a
         mutable document between requests)."""
-        fresh: dict[str, Any] = json.loads(snapshot["body_json"])
+        fresh: dict[str, JsonValue] = json.loads(snapshot["body_json"])
         return fresh
 
     def check_inline(self, scope: str, rulebook: Mapping[str, Any], rulebook_hash: str) -> tuple[tuple[str, str], ...]:
@@ -168,7 +169,7 @@ class ReleaseRouter:
                 self.guardrails.count_canary_decide(scope, rulebook_id)
         return Observed(row, block, ())
 
-    def _shadow(self, scope: str, rulebook_id: str, shadow: Version, facts: Mapping[str, Any]) -> ShadowColumns:
+    def _shadow(self, scope: str, rulebook_id: str, shadow: Version, facts: Mapping[str, JsonValue]) -> ShadowColumns:
         """The shadow version on the live decision's facts (no adapter runs again). A shadow that
         cannot be evaluated (over budget, invalid) records no verdict; it never fails the decide."""
         snapshot = self.reader.snapshots.bound_snapshot(scope, rulebook_id, shadow.version)

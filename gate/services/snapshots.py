@@ -20,6 +20,7 @@ from gate.ledger import Ledger, SnapshotRow, StoredSnapshot
 from gate.protocol.attestation import registry_entry, sign_registry_entry
 from gate.protocol.canonical import canonical_text, sha256_hex
 from gate.rulebook import RulebookDocument, get_evaluator, schema_hash
+from gate.strict_json import JsonValue
 
 CACHE_SIZE = 4096  # bound snapshots kept in-process (bindings are immutable: a hit is never stale)
 
@@ -91,7 +92,7 @@ class RulebookSnapshots:
                 self._cache[cache_key] = stored
         return stored
 
-    def register_rulebook(self, scope: str, rulebook: object) -> tuple[dict[str, Any], bool]:
+    def register_rulebook(self, scope: str, rulebook: object) -> tuple[dict[str, JsonValue], bool]:
         """Promote a rulebook: bind it in `scope` as an immutable snapshot, which makes it the
         scope's current version of its id. Returns (registry entry, newly bound).
 
@@ -113,7 +114,7 @@ class RulebookSnapshots:
                                                    version=document["version"])
             if stored is None:  # pragma: no cover - the snapshot is bound: by this call or a concurrent one
                 raise GateError("LEDGER_UNAVAILABLE", "the bound rulebook snapshot could not be read")
-            bound: dict[str, Any] = json.loads(stored["registry_json"])
+            bound: dict[str, JsonValue] = json.loads(stored["registry_json"])
             return bound, False
         return registry, True
 

@@ -48,6 +48,7 @@ from gate.services.chains import (
     link_checks_for,
     rulebook_snapshot_check,
 )
+from gate.strict_json import JsonValue
 from gate.verify import verify_record
 from gate.verify.ledger_rows import (
     RECEIPT_CHAIN_WINDOW,
@@ -93,7 +94,7 @@ def _head_checks(ledger: Ledger, audit: AuditChainService | None, link_row: Chai
     return checks, failures
 
 
-def _hash_checks(stored: StoredDecision, record: dict[str, Any], request: Any) -> dict[str, bool | None]:
+def _hash_checks(stored: StoredDecision, record: dict[str, JsonValue], request: Any) -> dict[str, bool | None]:
     """The row's indexed hashes against its record (a remainder's stated `record_hash`, a whole
     record's recomputed one) and, while it is stored, its request."""
     whole = removed(record) is None

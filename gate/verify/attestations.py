@@ -18,6 +18,7 @@ from gate.protocol.attestation import (
 )
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.types import TrustedAdapter
+from gate.strict_json import JsonValue
 from gate.verify.checks import _canon_equal, digest_check
 from gate.verify.result import NOTHING_CHECKED, CheckName, CheckResult, CheckValue
 from gate.vocabulary import (
@@ -60,8 +61,8 @@ def check_rulebook_attestation(record: Mapping[str, Any], anchors: TrustAnchors,
     )
 
 
-def _bundle_consistent(record: Mapping[str, Any], attestation: Mapping[str, Any],
-                       bundle: Mapping[str, Any]) -> bool:
+def _bundle_consistent(record: Mapping[str, JsonValue], attestation: Mapping[str, JsonValue],
+                       bundle: Mapping[str, JsonValue]) -> bool:
     """The attested bundle says what the record's own members say."""
     outcome = {name: record.get(name) for name in OUTCOME_MEMBERS}
     return bool(
@@ -108,7 +109,7 @@ def _check_attestation_signature(signature: Any, digest: Any, anchors: TrustAnch
     return _check_signed_attestation(signature, digest, anchors)
 
 
-def _check_signed_attestation(signature: Mapping[str, Any], digest: Any, anchors: TrustAnchors) -> CheckResult:
+def _check_signed_attestation(signature: Mapping[str, JsonValue], digest: Any, anchors: TrustAnchors) -> CheckResult:
     """A signed attestation against a trusted key (the one its embedded key names, which must be
     that key); without one, the embedded key only feeds the diagnostic."""
     embedded_pem = signature.get("public_key_pem")
@@ -141,7 +142,7 @@ def _dependency_matches(dependency: Any, adapter: Any) -> bool:
         dependency.get(name) == adapter.get(name) for name in ("adapter_id", "version", "manifest_hash"))
 
 
-def check_registry(record: Mapping[str, Any], anchors: TrustAnchors) -> CheckResult:
+def check_registry(record: Mapping[str, JsonValue], anchors: TrustAnchors) -> CheckResult:
     """The rulebook registry entry: consistent with the record, and its registry attestation."""
     registry = record.get("rulebook_registry")
     if registry is None:
@@ -159,7 +160,7 @@ def check_registry(record: Mapping[str, Any], anchors: TrustAnchors) -> CheckRes
         + _check_registry_attestation_signature(attestation, digest, anchors)
 
 
-def _registry_consistent(record: Mapping[str, Any], registry: Mapping[str, Any]) -> bool:
+def _registry_consistent(record: Mapping[str, JsonValue], registry: Mapping[str, JsonValue]) -> bool:
     """The entry names the record's rulebook, evaluator and adapter dependency."""
     rulebook = record.get("rulebook")
     if not isinstance(rulebook, Mapping):
@@ -173,7 +174,7 @@ def _registry_consistent(record: Mapping[str, Any], registry: Mapping[str, Any])
     )
 
 
-def _check_registry_attestation_hash(attestation: Mapping[str, Any], digest: Any) -> CheckResult:
+def _check_registry_attestation_hash(attestation: Mapping[str, JsonValue], digest: Any) -> CheckResult:
     """`registry_attestation_hash`: its version, and the hash recomputed from the entry."""
     compared = digest_check("registry_attestation_hash", digest, attestation.get("attestation_hash"))
     ok = (attestation.get("registry_attestation_version") == REGISTRY_ATTESTATION_VERSION
@@ -181,7 +182,7 @@ def _check_registry_attestation_hash(attestation: Mapping[str, Any], digest: Any
     return CheckResult(checks={"registry_attestation_hash": ok}, expected=compared.expected, actual=compared.actual)
 
 
-def _check_registry_attestation_signature(attestation: Mapping[str, Any], digest: Any,
+def _check_registry_attestation_signature(attestation: Mapping[str, JsonValue], digest: Any,
                                           anchors: TrustAnchors) -> CheckResult:
     """`registry_attestation_signature`: unsigned (None when blank) or an Ed25519 signature over
     the recomputed hash by a trusted key."""
@@ -209,7 +210,7 @@ def _is_hex64(value: Any) -> bool:
     return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
-def check_trusted_adapter(record: Mapping[str, Any], original_input: Any) -> CheckResult:
+def check_trusted_adapter(record: Mapping[str, JsonValue], original_input: Any) -> CheckResult:
     """`trusted_adapter_lineage`: the adapter block, the adapter facts and the binding agree.
 
     Rulebook records in adapter mode (``runtime_binding.binding_mode`` is the adapter mode, or
@@ -256,8 +257,8 @@ def _adapter_block_well_formed(adapter: Any, facts: Any, binding: Any) -> bool:
                 and binding.get("adapter_authority") == ADAPTER_AUTHORITY)
 
 
-def _invocation_matches(invocation: Mapping[str, Any], adapter: Mapping[str, Any],
-                        facts: Mapping[str, Any]) -> bool:
+def _invocation_matches(invocation: Mapping[str, JsonValue], adapter: Mapping[str, JsonValue],
+                        facts: Mapping[str, JsonValue]) -> bool:
     """The request's adapter invocation names this adapter, hashes to its input_hash, and every
     input member reappears unchanged in the adapter facts."""
     payload = invocation.get("input")

@@ -13,6 +13,7 @@ from gate.chain.links import leaf_hash as chain_leaf_hash
 from gate.keys.detached import _digest_equal, _safe
 from gate.protocol.canonical import CanonicalJSONError, canonical_bytes
 from gate.protocol.records import decision_urls
+from gate.strict_json import JsonValue
 from gate.verify.result import CheckName, CheckResult, CheckValue
 from gate.vocabulary import CANONICALIZATION, CHAIN_ENTRY_TYPE_DECISION, HASH_ALGORITHM
 
@@ -54,7 +55,7 @@ _INTEGRITY_SIGNATURE_MIRRORED = {
 }
 
 
-def check_integrity_block(record: Mapping[str, Any]) -> CheckValue:
+def check_integrity_block(record: Mapping[str, JsonValue]) -> CheckValue:
     """`integrity` mirrors the top level exactly: the members `seal_record` writes, no others."""
     block = record.get("integrity")
     if block is None:
@@ -118,7 +119,7 @@ def check_audit_chain(record: Mapping[str, Any], expected_record_hash: Any,
     return bool(ok)
 
 
-def check_urls(record: Mapping[str, Any]) -> CheckValue:
+def check_urls(record: Mapping[str, JsonValue]) -> CheckValue:
     """`decision_url` is the one the id gives, and the legacy `replay` alias equals `replay_url`."""
     results = []
     if "decision_url" in record:
@@ -130,7 +131,7 @@ def check_urls(record: Mapping[str, Any]) -> CheckValue:
     return all(results) if results else None
 
 
-def check_policy_consistency(record: Mapping[str, Any], rulebook_mode: bool) -> CheckValue:
+def check_policy_consistency(record: Mapping[str, JsonValue], rulebook_mode: bool) -> CheckValue:
     """The policy identity members agree with each other and, in rulebook mode, with `rulebook`."""
     results = []
     if "source_hash" in record:

@@ -24,6 +24,7 @@ from gate.chain.rowseal import (
 )
 from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import b64url_decode, ed25519_verify
+from gate.strict_json import JsonValue
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 
 # Row columns that copy a record member: column -> record member.
@@ -120,8 +121,8 @@ def decision_row_checks(decision_id: str, columns: Mapping[str, Any], record: Ma
     return checks, mismatched
 
 
-def receipt_chain_failures(decision_id: str, scope: Any, rows: list[Mapping[str, Any]], total: int,
-                           head: Mapping[str, Any] | None, record: Mapping[str, Any],
+def receipt_chain_failures(decision_id: str, scope: Any, rows: list[Mapping[str, JsonValue]], total: int,
+                           head: Mapping[str, JsonValue] | None, record: Mapping[str, JsonValue],
                            anchors: TrustAnchors) -> list[str]:
     """Named failures of a decision's receipt chain (`rows`: the newest by sequence, ascending;
     `total`: all of the decision's receipt rows). Empty when intact."""
@@ -131,7 +132,7 @@ def receipt_chain_failures(decision_id: str, scope: Any, rows: list[Mapping[str,
     count = head.get("count")
     if count != total:
         failures.add("receipt_chain.count")
-    previous: Mapping[str, Any] | None = None
+    previous: Mapping[str, JsonValue] | None = None
     for row in rows:
         sequence = row.get("sequence")
         if not isinstance(sequence, int):

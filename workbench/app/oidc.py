@@ -57,6 +57,7 @@ from gate.errors import CodedError, Signal
 from gate.events.outbound import Answer, from_environment
 from gate.events.targets import TargetRefused
 from gate.principals import Principal
+from gate.strict_json import JsonValue
 from workbench.app.access import Identity, identity_from_claims
 from workbench.app.oidc_settings import OIDCSettings
 from workbench.app.sessions import (
@@ -144,7 +145,7 @@ class OIDCClient:
         self.settings, self.discovery, self.kept_groups, self.clock = settings, discovery, kept_groups, clock
         self._keys = tokens.KeyCache()
 
-    async def _post_form(self, url: str, form: Mapping[str, str], headers: Mapping[str, str]) -> dict[str, Any]:
+    async def _post_form(self, url: str, form: Mapping[str, str], headers: Mapping[str, str]) -> dict[str, JsonValue]:
         """POST `form` to the provider through the one outbound client (gate.events.outbound:
         resolved once, connected to the address checked, no redirect), off the event loop; the JSON
         object it answers with 200, SignInFailed otherwise."""
@@ -200,7 +201,7 @@ class OIDCClient:
                 raise SignInFailed(str(exc)) from None
         return keys
 
-    async def verify(self, id_token: str, nonce: str) -> dict[str, Any]:
+    async def verify(self, id_token: str, nonce: str) -> dict[str, JsonValue]:
         """The ID token's claims once its signature and its claims hold (`gate.oidc`, with the
         `nonce` sent; SignInFailed otherwise)."""
         try:
@@ -220,7 +221,7 @@ class OIDCClient:
             raise SignInFailed("the ID token has several audiences and its azp is not this client")
         return claims
 
-    def identity(self, claims: Mapping[str, Any]) -> Identity:
+    def identity(self, claims: Mapping[str, JsonValue]) -> Identity:
         """The person the claims name, with the groups the grants file names (kept on the server)."""
         issuer, subject, name, groups = identity_from_claims(claims, self.settings.groups_claim)
         principal = Principal.person(issuer, subject, name)  # refuses an unusable subject or name (ValueError)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from gate.strict_json import JsonValue
 from workbench.reports import live
 from workbench.services.reports import ReportService
 
@@ -26,10 +27,10 @@ class LedgerAnalytics:
     """Every report over the live ledger the serving process passes in."""
 
     def report(self, ledger: Ledger, kind: ReportKind, scope: str, policy_id: str,
-               params: ReportParams) -> Mapping[str, Any]:
+               params: ReportParams) -> Mapping[str, JsonValue]:
         return ReportService(ledger).live(kind, scope, policy_id, params)
 
-    def packet_intelligence(self, ledger: Ledger, scope: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    def packet_intelligence(self, ledger: Ledger, scope: str, record: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
         return live.packet_intelligence(ledger, scope, record)
 
     def anomalies(self, ledger: Ledger, scope: str, policy_id: str) -> Mapping[str, Any]:

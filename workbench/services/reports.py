@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from gate.errors import GateError
 from gate.reports.registry import Cohort, ReportKind
+from gate.strict_json import JsonValue
 
 if TYPE_CHECKING:
     from gate.ledger import Ledger
@@ -46,7 +47,7 @@ class ReportService:
         opted_in = benchmark_opt_ins(self.ledger)
         return Cohort(own_scope=scope, opted_in=opted_in), cohort_scopes(opted_in, scope, MAX_SCOPES)
 
-    def live(self, kind: ReportKind, scope: str, policy_id: str, params: ReportParams) -> Mapping[str, Any]:
+    def live(self, kind: ReportKind, scope: str, policy_id: str, params: ReportParams) -> Mapping[str, JsonValue]:
         """The sealed report of `scope`'s policy from the live ledger: its `params.limit` most recent
         decisions (of `policy_version` unless the kind reads every version) and their outcomes, or
         its holds, with a cross-scope kind's cohort."""
@@ -66,7 +67,7 @@ class ReportService:
         return self.build(kind, frames, policy_id, params, cohort)
 
     def from_dataset(self, kind: ReportKind, dataset: str | Path, policy_id: str, params: ReportParams, *,
-                     scope: str | None, trust: Any, cluster: Any = None) -> Mapping[str, Any]:
+                     scope: str | None, trust: Any, cluster: Any = None) -> Mapping[str, JsonValue]:
         """The sealed report from an exported dataset read under `trust` (`scope`'s decisions, and a
         cross-scope kind's cohort; every scope when `scope` is None). `cluster`: a Dask client
         whose workers compute the built-in engines' partials of a whole-history read (`params.limit`

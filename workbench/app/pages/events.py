@@ -11,6 +11,7 @@ from typing import Any
 import panel as pn
 
 from gate.events.cloudevent import EVENT_TYPES
+from gate.strict_json import JsonValue
 from workbench.app.pages.common import note
 from workbench.app.state.events import EventsState
 from workbench.reports.deliveries import delivery_lines
@@ -50,7 +51,7 @@ def events_page(state: EventsState) -> pn.viewable.Viewable:
     refresh = pn.widgets.Button(name="Refresh", css_classes=["events-refresh"])
     refresh.on_click(lambda _e: state.refresh())
 
-    def body(subscriptions: list[dict[str, Any]], _scope: str) -> pn.viewable.Viewable:
+    def body(subscriptions: list[dict[str, JsonValue]], _scope: str) -> pn.viewable.Viewable:
         if not state.may_manage():
             return pn.pane.Markdown("Webhook subscriptions are managed by the scope's admins (role admin).")
         if not subscriptions:

@@ -13,6 +13,7 @@ import panel as pn
 from gate.releases.events import ReleaseEvent
 from gate.releases.figures import ArmFigures, Rate, arm_figures
 from gate.releases.guardrails import ArmCounts, GuardrailReportJSON
+from gate.strict_json import JsonValue
 from workbench.app.pages.common import confirmation_box, note
 from workbench.app.state.releases import Move, ReleasesState
 from workbench.reports.textsafe import md_text
@@ -148,7 +149,7 @@ def _approve(state: ReleasesState, request_seq: int, _event: object) -> None:
 
 def _pending_rows(state: ReleasesState) -> pn.viewable.Viewable:
     """One row per pending request, each with its own Approve button (shown to approvers)."""
-    def rows(_status: dict[str, Any] | None) -> pn.viewable.Viewable:
+    def rows(_status: dict[str, JsonValue] | None) -> pn.viewable.Viewable:
         pending = state.pending()
         if not pending:
             return pn.pane.Markdown("*No pending requests.*", css_classes=["pending-none"])
