@@ -22,13 +22,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from flask import Request
 
 from gate.errors import Signal
 from gate.keys.apikeys import DEFAULT_PERMISSIONS, hash_api_key, hashes_match, parse_permissions
-from gate.ledger import Ledger
+from gate.ledger import ApiKeyRow, Ledger
 from gate.principals import Permissions
 from gate.services.decide import Caller
 
@@ -106,7 +106,7 @@ class Authenticator:
             self._active[key_hash] = (read_at, caller)
         return caller
 
-    def _resolve(self, row: dict[str, Any] | None, key: str) -> Caller:
+    def _resolve(self, row: ApiKeyRow | None, key: str) -> Caller:
         """The caller an API key row grants; 401 for no row, 403 for a key that is not active
         (neither is cached: only a resolved caller is; an expired entry is never read again)."""
         if row is None or not hashes_match(row["key_hash"], key):

@@ -58,6 +58,7 @@ def create_key(settings: Settings, scope: str, plan: str, rate_limit: int | None
             "status": "active",
             "label": label,
             "created_at": created_at,
+            "disabled_at": None,
             "permissions": permissions_text(granted) if permissions is not None else None,
             "holder": stated,
         },

@@ -411,7 +411,7 @@ def _parsed_json(value: object) -> object:
         return None
 
 
-def chain_head_failures(head: Mapping[str, JsonValue], last_link_row: Mapping[str, object] | None) -> list[str]:
+def chain_head_failures(head: Mapping[str, object], last_link_row: Mapping[str, object] | None) -> list[str]:
     """Named failures of a chain head row against the newest stored link of its chain.
 
     A head names its chain's newest link: `size` is that link's position (0 without links),

@@ -5,9 +5,11 @@ must tell a database failure apart catches `DatabaseError`, never a driver's cla
 from sqlalchemy.exc import SQLAlchemyError as DatabaseError
 
 from gate.ledger.store import (
+    ApiKeyRow,
     CapCharge,
     ChainAppend,
     ChainHead,
+    ChainHeadRow,
     Ledger,
     SealedDecision,
     SnapshotRow,
@@ -16,5 +18,5 @@ from gate.ledger.store import (
     Written,
 )
 
-__all__ = ["CapCharge", "ChainAppend", "ChainHead", "DatabaseError", "Ledger", "SealedDecision", "SnapshotRow", "StoredDecision",
+__all__ = ["ApiKeyRow", "CapCharge", "ChainAppend", "ChainHead", "ChainHeadRow", "DatabaseError", "Ledger", "SealedDecision", "SnapshotRow", "StoredDecision",
            "StoredSnapshot", "Written"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from sqlalchemy import and_, bindparam, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -23,6 +23,25 @@ from gate.errors import MonthlyCapExceeded
 from gate.ledger.connection import LedgerConnection
 from gate.ledger.groupcommit import BATCH_MEMO, defer
 from gate.ledger.tables import api_keys, usage_counters
+
+
+class ApiKeyRow(TypedDict):
+    """An `api_keys` row: the key's hash (never the key), its scope, plan and limits, its state,
+    its release permissions (comma-separated; null = decide only) and its holder."""
+
+    key_id: str
+    key_hash: str
+    scope: str
+    plan: str
+    rate_limit: int | None
+    monthly_cap: int | None
+    status: str
+    label: str | None
+    created_at: str
+    disabled_at: str | None
+    permissions: str | None
+    holder: str | None
+
 
 _KEY_BY_HASH = select(api_keys).where(api_keys.c.key_hash == bindparam("key_hash"))
 _SET_USED = update(usage_counters).where(and_(
@@ -64,26 +83,26 @@ class ApiKeyLedger:
     def __init__(self, ledger: LedgerConnection) -> None:
         self.ledger = ledger
 
-    def insert_api_key(self, row: dict[str, Any]) -> None:
+    def insert_api_key(self, row: ApiKeyRow) -> None:
         with self.ledger.write() as connection:
             connection.execute(insert(api_keys).values(**row))
 
-    def api_key_by_hash(self, key_hash: str) -> dict[str, Any] | None:
+    def api_key_by_hash(self, key_hash: str) -> ApiKeyRow | None:
         with self.ledger.read() as connection:
             row = connection.execute(_KEY_BY_HASH, {"key_hash": key_hash}).mappings().first()
-        return dict(row) if row else None
+        return cast(ApiKeyRow, dict(row)) if row else None  # select(api_keys): exactly its columns
 
-    def api_key(self, key_id: str) -> dict[str, Any] | None:
+    def api_key(self, key_id: str) -> ApiKeyRow | None:
         with self.ledger.read() as connection:
             row = connection.execute(
                 select(api_keys).where(api_keys.c.key_id == key_id)
             ).mappings().first()
-        return dict(row) if row else None
+        return cast(ApiKeyRow, dict(row)) if row else None  # select(api_keys): exactly its columns
 
-    def list_api_keys(self) -> list[dict[str, Any]]:
+    def list_api_keys(self) -> list[ApiKeyRow]:
         with self.ledger.read() as connection:
             rows = connection.execute(select(api_keys).order_by(api_keys.c.created_at)).mappings()
-            return [dict(row) for row in rows]
+            return [cast(ApiKeyRow, dict(row)) for row in rows]  # select(api_keys): exactly its columns
 
     def set_api_key_status(self, key_id: str, status: str, at: str) -> bool:
         with self.ledger.write() as connection:

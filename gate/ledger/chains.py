@@ -54,6 +54,18 @@ class ChainLinkRow(TypedDict):
     link_json: str
 
 
+class ChainHeadRow(TypedDict):
+    """A `chain_heads` row: a chain's size, head link, Merkle root and peaks (JSON text)."""
+
+    chain_id: str
+    scope: str
+    size: int
+    head_link_hash: str | None
+    merkle_root: str | None
+    tree_peaks: str
+    updated_at: str
+
+
 def _link_row(row: RowMapping) -> ChainLinkRow:
     return cast(ChainLinkRow, dict(row))  # select(chain_links): exactly its columns
 
@@ -121,12 +133,12 @@ class ChainLedger:
 
     # ------------------------------------------------------------------ reads
 
-    def chain_head(self, chain_id: str) -> dict[str, Any] | None:
+    def chain_head(self, chain_id: str) -> ChainHeadRow | None:
         with self.ledger.read() as connection:
             row = connection.execute(
                 select(chain_heads).where(chain_heads.c.chain_id == chain_id)
             ).mappings().first()
-        return dict(row) if row else None
+        return cast(ChainHeadRow, dict(row)) if row else None  # select(chain_heads): exactly its columns
 
     def chain_links_window(self, chain_id: str, first: int, last: int) -> list[ChainLinkRow]:
         """Stored links with positions first..last (ascending), as stored JSON plus row columns."""

@@ -25,6 +25,7 @@ from gate.ledger.reports import MAX_LIMIT
 from gate.ledger.store import Ledger
 from gate.ledger.stream import _batch, _keyset_pages
 from gate.ledger.tables import chain_heads, chain_links, hold_events, holds
+from gate.strict_json import JsonValue
 from gate.vocabulary import HOLD_OPEN
 
 HOLD_ROW_COLUMNS = (
@@ -72,7 +73,7 @@ def _hold_select() -> Select[Any]:
 
 
 def iter_hold_states(ledger: Ledger, scope: str, *, upto_position: int, new_after_position: int,
-                     changed_after_seq: int, batch_size: int) -> Iterator[list[dict[str, Any]]]:
+                     changed_after_seq: int, batch_size: int) -> Iterator[list[dict[str, JsonValue]]]:
     """The scope's holds whose decision is at chain position `<= upto_position` and that are new
     (position `> new_after_position`) or changed (an event after `changed_after_seq`), in
     `decision_id` order, in batches. Call it inside `Ledger.one_snapshot` with the head read there,
@@ -89,7 +90,7 @@ def iter_hold_states(ledger: Ledger, scope: str, *, upto_position: int, new_afte
 
 
 def iter_hold_events(ledger: Ledger, scope: str, *, after_seq: int, upto_seq: int,
-                     batch_size: int) -> Iterator[list[dict[str, Any]]]:
+                     batch_size: int) -> Iterator[list[dict[str, JsonValue]]]:
     """The scope's hold events with `after_seq < seq <= upto_seq`, in seq order, in batches."""
     limit = _batch(batch_size)
     base = (select(*[hold_events.c[name] for name in HOLD_EVENT_COLUMNS])
@@ -98,7 +99,7 @@ def iter_hold_events(ledger: Ledger, scope: str, *, after_seq: int, upto_seq: in
 
 
 def iter_policy_holds(ledger: Ledger, policy_id: str, *, scope: str | None = None,
-                      batch_size: int) -> Iterator[list[dict[str, Any]]]:
+                      batch_size: int) -> Iterator[list[dict[str, JsonValue]]]:
     """Every hold of `policy_id` (in `scope`, or every scope) as it is now, in `decision_id`
     order, in batches: the dry-run's history of a live ledger."""
     where = [holds.c.policy_id == policy_id]
@@ -108,7 +109,7 @@ def iter_policy_holds(ledger: Ledger, policy_id: str, *, scope: str | None = Non
 
 
 def report_holds(ledger: Ledger, scope: str, policy_id: str, *, policy_version: str | None, closed_limit: int,
-                 batch_size: int = 5_000) -> list[dict[str, Any]]:
+                 batch_size: int = 5_000) -> list[dict[str, JsonValue]]:
     """What a live hold report reads of one scope's policy: every open hold (in `decision_id`
     batches) and the `closed_limit` most recently closed (by `resolved_at`, then `decision_id`),
     `closed_limit` from 1 to `gate.ledger.reports.MAX_LIMIT`."""

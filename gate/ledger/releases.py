@@ -21,7 +21,7 @@ from gate.chain.event_witness import ChainWitness, governance_chain_id, key_chai
 from gate.chain.links import scope_hash
 from gate.errors import Signal
 from gate.ledger.outbox_write import append_event
-from gate.ledger.store import Ledger
+from gate.ledger.store import ApiKeyRow, Ledger
 from gate.ledger.tables import (
     api_keys,
     hold_events,
@@ -219,7 +219,7 @@ class ReleaseLedger:
         if self.witness is not None:
             self.witness.publish(chain_id, [*hashes, row["event_hash"]])
 
-    def append_key_grant(self, row: EventRow, key_row: dict[str, Any] | None = None,
+    def append_key_grant(self, row: EventRow, key_row: ApiKeyRow | None = None,
                          enable: tuple[str, dict[str, Any]] | None = None) -> bool:
         """A key grant's event row (gate.releases.key_grants) with what it records, in one
         transaction: the new key's row, or an existing key `(key_id, values)` set active with

@@ -13,21 +13,21 @@ are written.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sqlalchemy.engine import Engine
 
 from gate.chain.rowseal import SealedDecisionRow
-from gate.ledger.api_keys import ApiKeyLedger, CapCharge
-from gate.ledger.chains import ChainAppend, ChainHead, ChainLedger, ChainLinkRow, SealedDecision
+from gate.ledger.api_keys import ApiKeyLedger, ApiKeyRow, CapCharge
+from gate.ledger.chains import ChainAppend, ChainHead, ChainHeadRow, ChainLedger, ChainLinkRow, SealedDecision
 from gate.ledger.confidence import Bucket
 from gate.ledger.connection import MIGRATIONS_DIR, LedgerConnection
 from gate.ledger.decision_write import DecisionExtra, DecisionWriter, Written
 from gate.ledger.records import DecisionHashes, RecordLedger, StoredDecision
 from gate.ledger.snapshots import SnapshotLedger, SnapshotRow, StoredSnapshot
 from gate.protocol.confidence import ConfidenceCounts
+from gate.strict_json import JsonValue
 
-__all__ = ["MIGRATIONS_DIR", "CapCharge", "ChainAppend", "ChainHead", "DecisionExtra", "Ledger", "SealedDecision",
+__all__ = ["MIGRATIONS_DIR", "ApiKeyRow", "CapCharge", "ChainAppend", "ChainHead", "ChainHeadRow", "DecisionExtra", "Ledger", "SealedDecision",
            "SnapshotRow", "StoredDecision", "StoredSnapshot", "Written"]
 
 
@@ -47,16 +47,16 @@ class Ledger(LedgerConnection):
 
     # ------------------------------------------------------------------ API keys (gate.ledger.api_keys)
 
-    def insert_api_key(self, row: dict[str, Any]) -> None:
+    def insert_api_key(self, row: ApiKeyRow) -> None:
         self.keys.insert_api_key(row)
 
-    def api_key_by_hash(self, key_hash: str) -> dict[str, Any] | None:
+    def api_key_by_hash(self, key_hash: str) -> ApiKeyRow | None:
         return self.keys.api_key_by_hash(key_hash)
 
-    def api_key(self, key_id: str) -> dict[str, Any] | None:
+    def api_key(self, key_id: str) -> ApiKeyRow | None:
         return self.keys.api_key(key_id)
 
-    def list_api_keys(self) -> list[dict[str, Any]]:
+    def list_api_keys(self) -> list[ApiKeyRow]:
         return self.keys.list_api_keys()
 
     def set_api_key_status(self, key_id: str, status: str, at: str) -> bool:
@@ -95,7 +95,7 @@ class Ledger(LedgerConnection):
     def decision_by_idempotency(self, scope: str, idempotency_key: str) -> StoredDecision | None:
         return self.records.decision_by_idempotency(scope, idempotency_key)
 
-    def bundle_hash_known(self, policy_bundle_hash: str) -> dict[str, Any] | None:
+    def bundle_hash_known(self, policy_bundle_hash: str) -> dict[str, JsonValue] | None:
         return self.records.bundle_hash_known(policy_bundle_hash)
 
     def decision_hashes(self, decision_ids: Sequence[str | None]) -> dict[str | None, DecisionHashes]:
@@ -110,7 +110,7 @@ class Ledger(LedgerConnection):
 
     # ------------------------------------------------------------------ chains (gate.ledger.chains)
 
-    def chain_head(self, chain_id: str) -> dict[str, Any] | None:
+    def chain_head(self, chain_id: str) -> ChainHeadRow | None:
         return self.chains.chain_head(chain_id)
 
     def chain_links_window(self, chain_id: str, first: int, last: int) -> list[ChainLinkRow]:

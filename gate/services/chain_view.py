@@ -12,16 +12,15 @@ head checks, the witness and the checkpoints) and changes nothing but the checkp
 from __future__ import annotations
 
 import json
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 from gate import vocabulary as C
 from gate.chain.links import ChainLink, verify_links
 from gate.chain.merkle import Checkpoint, leaf_node
 from gate.ledger import Ledger
-from gate.ledger.chains import ChainLinkRow
+from gate.ledger.chains import ChainHeadRow, ChainLinkRow
 from gate.ledger.lifecycle import LifecycleStore
 from gate.ledger.records import DecisionHashes
-from gate.packets.members import ChainState
 from gate.privacy.removal import remainder_receipt_hash, removed
 from gate.protocol.records import record_hash
 from gate.services.chains import (
@@ -92,10 +91,18 @@ class ChainVerification(TypedDict):
     failures: list[ViewFailure]
 
 
-class ChainView(ChainState):
-    """`chain_view`: the caller's chain and its verification from storage."""
+class ChainView(TypedDict):
+    """`chain_view`: the caller's chain and its verification from storage. The head's members as
+    stored: a packet's `audit_chain` states the same ones (`gate.packets.members.ChainState`), but
+    here a tampered head may hold a null link hash or root, which the view shows and names."""
 
     ok: bool
+    chain_id: str
+    decision_chain_version: str
+    merkle_strategy: str
+    chain_size: int
+    merkle_root: str | None
+    head_link_hash: str | None
     tree: ChainTree
     checkpoint: Checkpoint | None
     checkpoint_log: CheckpointLogState
@@ -228,7 +235,7 @@ def _check_snapshots(ledger: Ledger, scope: str, links: list[ChainLink],
     return valid
 
 
-def _verify_window(ledger: Ledger, chain_id: str, head: dict[str, Any], rows: list[ChainLinkRow],
+def _verify_window(ledger: Ledger, chain_id: str, head: ChainHeadRow, rows: list[ChainLinkRow],
                    links: list[ChainLink], previous: ChainLink | None,
                    ) -> tuple[dict[str, bool], list[ViewFailure]]:
     result = verify_links(
@@ -294,7 +301,7 @@ def _bound_record_hash(record: dict[str, JsonValue]) -> str | None:
     return stated if isinstance(stated, str) and remainder_receipt_hash(record) == record.get("receipt_hash") else None
 
 
-def _root_or_none(head: dict[str, JsonValue]) -> str | None:
+def _root_or_none(head: ChainHeadRow) -> str | None:
     """`chain_tree_root`, or None when the head's peaks are not a compact range of its size."""
     try:
         return chain_tree_root(head)

@@ -43,6 +43,7 @@ from gate.clock import Clock, iso_ms
 from gate.errors import GateError, LedgerUnavailable
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger, StoredSnapshot
+from gate.ledger.chains import ChainHeadRow
 from gate.packets import ChainExcerpt, chain_window
 from gate.packets.members import ChainConsistency
 from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_hex
@@ -182,7 +183,7 @@ class RecordProof:
     """A decision's link, its window of retained links, and its inclusion proof at a checkpoint."""
 
     chain_id: str
-    head: dict[str, Any]
+    head: ChainHeadRow
     links: list[ChainLink]
     window_previous_link_hash: str | None
     window_previous_merkle_root: str | None
@@ -225,7 +226,7 @@ class AuditChainService:
         nodes = self.ledger.merkle_nodes(chain_id, refs)
         return lambda level, idx: nodes[(level, idx)]
 
-    def head_failures(self, chain_id: str, head: dict[str, Any]) -> list[str]:
+    def head_failures(self, chain_id: str, head: ChainHeadRow) -> list[str]:
         """`chain_head_integrity` of this service's ledger."""
         return chain_head_integrity(self.ledger, chain_id, head)
 
@@ -265,7 +266,7 @@ class AuditChainService:
         refs = [(level, index) for level, index in nodes_needed_for_consistency(first, second)]
         return consistency_proof_from_nodes(first, second, self._node_getter(chain_id, refs))
 
-    def consistent_head(self, chain_id: str) -> dict[str, Any] | None:
+    def consistent_head(self, chain_id: str) -> ChainHeadRow | None:
         """The chain head row, or None when the chain has none; `CHAIN_INTEGRITY_FAILED` (409)
         naming the failed checks when the head contradicts the stored links or nodes, or the
         stored tree is shorter than or does not extend the newest checkpoint the gate's
@@ -274,7 +275,7 @@ class AuditChainService:
         named, never signed and never a 500."""
         return self._checked_head(chain_id)[0]
 
-    def _checked_head(self, chain_id: str) -> tuple[dict[str, Any] | None, list[str] | None]:
+    def _checked_head(self, chain_id: str) -> tuple[ChainHeadRow | None, list[str] | None]:
         """`consistent_head`, with the consistency proof from the held checkpoint it checked. The
         head, its newest link and the nodes are read in one snapshot: decides committed between
         those reads would otherwise read as a head that contradicts its links."""
@@ -390,7 +391,7 @@ def stored_tree_root(ledger: Ledger, chain_id: str, size: int) -> str:
     return root_from_nodes(size, lambda level, idx: nodes[(level, idx)])
 
 
-def chain_head_integrity(ledger: Ledger, chain_id: str, head: dict[str, Any]) -> list[str]:
+def chain_head_integrity(ledger: Ledger, chain_id: str, head: ChainHeadRow) -> list[str]:
     """Named failures of a chain's head row, recomputed from storage: against its newest stored
     link (`gate.chain.links.chain_head_failures`) and, when its size and peaks are well formed,
     `chain_head.tree_root` (the peaks' root is the root the stored nodes give for `size`
@@ -439,7 +440,7 @@ def rulebook_snapshot_check(ledger: Ledger, scope: str, record: Any) -> Snapshot
     return {"rulebook_id": rulebook_id, "version": version, "expected": expected, "actual": actual, "valid": valid}
 
 
-def chain_tree_root(head: dict[str, Any]) -> str:
+def chain_tree_root(head: ChainHeadRow) -> str:
     """RFC 6962 root of a chain head row's stored peaks (ValueError when they do not fit its
     size): the root a checkpoint of the head signs."""
     return CompactRange(head["size"], tuple(json.loads(head["tree_peaks"]))).root()
@@ -448,7 +449,7 @@ def chain_tree_root(head: dict[str, Any]) -> str:
 _peaks_root = chain_tree_root
 
 
-def owns_chain(head: dict[str, Any] | None, scope: str, chain_id: str) -> bool:
+def owns_chain(head: ChainHeadRow | None, scope: str, chain_id: str) -> bool:
     """SECURITY: the chain is the caller's only when its head row names the caller's scope AND
     its id is the one derived from that scope, so editing a head's scope column hands the
     chain to nobody else."""
@@ -498,6 +499,11 @@ def packet_chain_excerpt(service: AuditChainService, decision_id: str, chain_lim
     if head is None:
         return None
     size, position = head["size"], link_row["chain_position"]
+    head_link_hash, merkle_root = head["head_link_hash"], head["merkle_root"]
+    if head_link_hash is None or merkle_root is None:
+        # A consistent head over a chain holding this record's link names its link and root.
+        raise GateError("CHAIN_INTEGRITY_FAILED", "the stored chain head does not cover this record's link; no "
+                        "proof material is served from it", chain_id=chain_id, failed_checks=["head_covers_record"])
     first, last = chain_window(position, size, chain_limit)
     links = [json.loads(row["link_json"]) for row in ledger.chain_links_window(chain_id, first, last)]
     refs = [(level, index) for level, index in nodes_needed_for_inclusion(position - 1, size)]
@@ -505,8 +511,8 @@ def packet_chain_excerpt(service: AuditChainService, decision_id: str, chain_lim
     return ChainExcerpt.from_store(
         chain_id=chain_id,
         chain_size=size,
-        head_link_hash=head["head_link_hash"],
-        merkle_root=head["merkle_root"],
+        head_link_hash=head_link_hash,
+        merkle_root=merkle_root,
         record_position=position,
         links=links,
         get_node=service._node_getter(chain_id, refs),

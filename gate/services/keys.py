@@ -32,6 +32,7 @@ from gate.keys.apikeys import HOLDER_REQUIRED, parse_permissions, permissions_te
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
 from gate.ledger import Ledger
+from gate.ledger.api_keys import ApiKeyRow
 from gate.ledger.releases import EventRow, ReleaseLedger, ReleaseRace, witnessed_chain_id
 from gate.principals import KEY_HOLDER_PREFIX, Permissions, Principal, holder_id
 from gate.protocol.canonical import canonical_text
@@ -85,7 +86,7 @@ class KeyService:
         # written only on a chain that extends its checkpoint, and checkpointed after.
         self.store = ReleaseLedger(ledger, self.governance.store.witness)
 
-    def create(self, principal: Principal, permissions: Permissions, row: dict[str, Any]) -> KeyChange:
+    def create(self, principal: Principal, permissions: Permissions, row: ApiKeyRow) -> KeyChange:
         """Store the key `row`: at once, or (a weakening grant while approvals are required) as a
         pending key a second holder's approval makes active."""
         if not acts_on_production(row.get("permissions")):
@@ -103,10 +104,11 @@ class KeyService:
         row = self.ledger.api_key(key_id)
         if row is None:
             return None
-        if not acts_on_production(row.get("permissions")):
+        granted = row["permissions"]
+        if granted is None or not acts_on_production(granted):
             self.ledger.set_api_key_status(key_id, "active", iso_ms(self.clock.now()))
             return KeyChange()
-        return self._grant(principal, permissions, row, row["permissions"], row.get("holder"))
+        return self._grant(principal, permissions, row, granted, row["holder"])
 
     def widen(self, principal: Principal, permissions: Permissions, key_id: str, added: str,
               holder: str | None) -> KeyChange | None:
@@ -145,7 +147,7 @@ class KeyService:
         governance chain's seq (`GET /api/keys/grants`, `gate keys requests`)."""
         return {"ok": True, **self.governance.document(scope, API_KEYS)}
 
-    def _grant(self, principal: Principal, permissions: Permissions, row: dict[str, Any], wanted: str,
+    def _grant(self, principal: Principal, permissions: Permissions, row: ApiKeyRow, wanted: str,
                holder: str | None) -> KeyChange:
         """Grant `row`'s key the rights `wanted` for `holder`: at once (its grant event), or a request."""
         event = self._govern(row["scope"], principal, permissions,
@@ -182,8 +184,8 @@ class KeyService:
                                         {**row, "permissions": wanted, "holder": stated}, None))
         return _written(*written)
 
-    def _record(self, principal: Principal, scope: str, action: str, key: dict[str, Any],
-                new_row: dict[str, Any] | None) -> KeyGrantEvent | None:
+    def _record(self, principal: Principal, scope: str, action: str, key: ApiKeyRow,
+                new_row: ApiKeyRow | None) -> KeyGrantEvent | None:
         signer = self._signer()
         grant = KeyGrant(action, key["key_id"], holder_id(key["key_id"], key.get("holder")),
                          str(key.get("permissions")), principal, iso_ms(self.clock.now()))
@@ -224,7 +226,7 @@ class KeyService:
             return grants_document(scope_hash(scope), events, self.governance.history(scope))
 
 
-def _as_read(grants: KeyGrants, row: dict[str, Any]) -> KeyGrants:
+def _as_read(grants: KeyGrants, row: ApiKeyRow) -> KeyGrants:
     """`grants` (the keys in force, read in the governance step) when they hold `row`'s key as the
     row was read (absent unless active and acting on production); GOVERNANCE_SETTING_CHANGED when
     the key changed in between, so a stale read never records a narrowing the ledger does not hold."""
@@ -237,7 +239,7 @@ def _as_read(grants: KeyGrants, row: dict[str, Any]) -> KeyGrants:
     return grants
 
 
-def _grant_action(row: dict[str, Any]) -> str:
+def _grant_action(row: ApiKeyRow) -> str:
     """The grant event of a key's row taking effect: its creation (a pending key), its enabling
     (a disabled one) or its widening (an active one)."""
     return {PENDING: "key_created", "active": "key_widened"}.get(row["status"], "key_enabled")

@@ -37,7 +37,7 @@ from typing import Any, Literal, TypedDict
 
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger, StoredDecision
-from gate.ledger.chains import ChainLinkRow
+from gate.ledger.chains import ChainHeadRow, ChainLinkRow
 from gate.privacy.removal import removed, summary
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.records import record_hash
@@ -79,7 +79,7 @@ class StoredVerification(VerificationReport, _Removed):
 
 
 def _head_checks(ledger: Ledger, audit: AuditChainService | None, link_row: ChainLinkRow | None,
-                 head: dict[str, Any] | None) -> tuple[dict[str, bool], list[str]]:
+                 head: ChainHeadRow | None) -> tuple[dict[str, bool], list[str]]:
     """`chain_head` (the head names the newest stored link and the stored tree) and, with the
     gate's checkpoint log, `checkpoint_log` (the stored tree extends the newest checkpoint it
     holds); with the named failures of both."""
