@@ -33,6 +33,59 @@ from gate.ledger.tables import (
 )
 
 
+class NewSubscription(TypedDict):
+    """A `webhook_subscriptions` row as `add_subscription` stores it: where and what to deliver,
+    the secrets (the previous one until `previous_until`), its state, its cursor and failures,
+    and the dispatcher's lease."""
+
+    subscription_id: str
+    scope: str
+    url: str
+    event_types: str  # canonical JSON list of types (`event_types_of`)
+    secret: str
+    previous_secret: str | None
+    previous_until: str | None
+    status: str  # active | disabled | pending
+    disabled_reason: str | None
+    cursor: int
+    attempts: int
+    failing_since: str | None
+    next_attempt_at: str | None
+    lease_owner: str | None
+    lease_until: str | None
+    created_at: str
+    created_by: str
+    sign_ed25519: int
+
+
+class SubscriptionRow(NewSubscription):
+    """A stored subscription: its row, with the attempts the retention pruned (they start at 0)."""
+
+    pruned_attempts: int
+    pruned_succeeded: int
+
+
+class SubscriptionChange(TypedDict, total=False):
+    """The members of a subscription a change sets (`update_subscription`, `enable`, `delivered`)."""
+
+    secret: str
+    previous_secret: str | None
+    previous_until: str | None
+    status: str
+    disabled_reason: str | None
+    cursor: int
+    attempts: int
+    failing_since: str | None
+    next_attempt_at: str | None
+    lease_owner: str | None
+    lease_until: str | None
+    sign_ed25519: int
+
+
+def _subscription_row(row: RowMapping) -> SubscriptionRow:
+    return cast(SubscriptionRow, dict(row))  # select(webhook_subscriptions): exactly its columns
+
+
 class DeliveryAttempt(TypedDict):
     """One post of one event to a subscription, as the ledger keeps it (`ok`, `replay`: 0 or 1):
     a `webhook_attempts` row before the store numbers it."""
@@ -100,7 +153,7 @@ class Outbox:
 
     # ------------------------------------------------------------------ subscriptions
 
-    def add_subscription(self, row: Mapping[str, Any]) -> int:
+    def add_subscription(self, row: NewSubscription) -> int:
         """Store a new subscription; its cursor never starts inside the pruned range (a subscription
         `from` the beginning starts after it). Returns the cursor stored."""
         with self.ledger.write() as connection:
@@ -109,7 +162,7 @@ class Outbox:
             connection.execute(insert(webhook_subscriptions).values(**{**row, "cursor": cursor}))
         return cursor
 
-    def enable(self, subscription_id: str, values: Mapping[str, Any], skip_pruned: bool) -> int | None:
+    def enable(self, subscription_id: str, values: SubscriptionChange, skip_pruned: bool) -> int | None:
         """Make a subscription active with `values`, unless events after its cursor were pruned:
         then nothing changes and the scope's `pruned_through` is returned, or, with `skip_pruned`,
         its cursor moves to `pruned_through` (the oldest kept event is delivered next)."""
@@ -119,7 +172,7 @@ class Outbox:
             if row is None:
                 return None
             pruned, _ = retention_locked(connection, row.scope)
-            changes = dict(values)
+            changes = SubscriptionChange(**values)
             if int(row.cursor) < pruned:
                 if not skip_pruned:
                     return pruned
@@ -128,14 +181,14 @@ class Outbox:
                 webhook_subscriptions.c.subscription_id == subscription_id).values(**changes))
         return None
 
-    def subscription(self, scope: str, subscription_id: str) -> dict[str, Any] | None:
+    def subscription(self, scope: str, subscription_id: str) -> SubscriptionRow | None:
         with self.ledger.read() as connection:
             row = connection.execute(select(webhook_subscriptions).where(
                 webhook_subscriptions.c.scope == scope,
                 webhook_subscriptions.c.subscription_id == subscription_id)).mappings().first()
-        return dict(row) if row else None
+        return _subscription_row(row) if row else None
 
-    def subscriptions(self, scope: str | None = None, *, active_only: bool = False) -> list[dict[str, Any]]:
+    def subscriptions(self, scope: str | None = None, *, active_only: bool = False) -> list[SubscriptionRow]:
         query = select(webhook_subscriptions).order_by(webhook_subscriptions.c.created_at,
                                                        webhook_subscriptions.c.subscription_id)
         if scope is not None:
@@ -143,9 +196,9 @@ class Outbox:
         if active_only:
             query = query.where(webhook_subscriptions.c.status == "active")
         with self.ledger.read() as connection:
-            return [dict(r) for r in connection.execute(query).mappings().all()]
+            return [_subscription_row(r) for r in connection.execute(query).mappings().all()]
 
-    def update_subscription(self, subscription_id: str, values: Mapping[str, Any],
+    def update_subscription(self, subscription_id: str, values: SubscriptionChange,
                             lease_owner: str | None = None) -> bool:
         """Change a subscription (only while `lease_owner` still holds it, when given)."""
         condition = webhook_subscriptions.c.subscription_id == subscription_id
@@ -172,7 +225,7 @@ class Outbox:
                 webhook_subscriptions.c.subscription_id == subscription_id,
                 webhook_subscriptions.c.lease_owner == owner).values(lease_owner=None, lease_until=None))
 
-    def disable(self, subscription: Mapping[str, Any], reason: str, at: str,
+    def disable(self, subscription: SubscriptionRow, reason: str, at: str,
                 event: tuple[str, Mapping[str, Any]] | None) -> None:
         """Disable a subscription, and (when `event` is given) write its event in the same transaction."""
         with self.ledger.write() as connection:
@@ -190,7 +243,7 @@ class Outbox:
             connection.execute(insert(webhook_attempts).values(**row))
 
     def delivered(self, subscription_id: str, owner: str, attempts: Sequence[DeliveryAttempt],
-                  values: Mapping[str, Any] | None) -> bool:
+                  values: SubscriptionChange | None) -> bool:
         """Attempts made and the subscription's new cursor (`values`), in one transaction; the
         subscription changes only while `owner` still holds its lease (False when it lost it)."""
         with self.ledger.write() as connection:
@@ -280,6 +333,6 @@ class Outbox:
                 index_elements=["stream", "scope"], set_={"cursor": cursor}))
 
 
-def event_types_of(row: Mapping[str, Any]) -> list[str]:
+def event_types_of(row: NewSubscription) -> list[str]:
     value = json.loads(row["event_types"])
     return [str(v) for v in value]

@@ -31,7 +31,7 @@ from gate.events.breaker import GONE, THROTTLE_STATUSES, Breakers
 from gate.events.cloudevent import CONTENT_TYPE, TYPE_PREFIX
 from gate.events.targets import Target, check
 from gate.events.webhook import Connections, Delivery, post
-from gate.ledger.outbox import DeliveryAttempt, Outbox, event_types_of
+from gate.ledger.outbox import DeliveryAttempt, Outbox, SubscriptionChange, SubscriptionRow, event_types_of
 from gate.services.privacy import PrivacyService
 
 log = logging.getLogger("gate.events")
@@ -90,7 +90,7 @@ class WebhookDelivery:
         return check(url, self.allow_hosts)
 
 
-    def due(self) -> list[dict[str, Any]]:
+    def due(self) -> list[SubscriptionRow]:
         """The active subscriptions with work now: past their retry time, or with replays queued."""
         now = self.clock.now()
         return [row for row in self.outbox.subscriptions(active_only=True)
@@ -103,7 +103,7 @@ class WebhookDelivery:
         each. Returns how many posts were made."""
         return sum(self.deliver_turn(owner, row, budget)[0] for row in self.due())
 
-    def deliver_turn(self, owner: str, row: Mapping[str, Any], budget: int = BUDGET) -> tuple[int, bool]:
+    def deliver_turn(self, owner: str, row: SubscriptionRow, budget: int = BUDGET) -> tuple[int, bool]:
         """One subscription's turn: under its lease, up to `budget` events (replays first).
         Returns (posts made, whether it has more to deliver at once). An endpoint whose breaker
         is open (`gate.events.breaker`) is not tried: its events wait in the ledger."""
@@ -121,7 +121,7 @@ class WebhookDelivery:
         finally:
             self.outbox.release(row["subscription_id"], owner)
 
-    def _deliver(self, owner: str, row: dict[str, Any], budget: int) -> tuple[int, bool]:
+    def _deliver(self, owner: str, row: SubscriptionRow, budget: int) -> tuple[int, bool]:
         """The ordered walk from the cursor. Attempts and the cursor are written together, one
         ledger transaction per `FLUSH_EVERY` successes (and at the end of the turn or before a
         failure): a dispatcher killed in between posts those events again (at least once)."""
@@ -162,16 +162,17 @@ class WebhookDelivery:
             return posts, False
         return posts, len(events) >= budget
 
-    def _flush(self, owner: str, row: Mapping[str, Any], done: list[DeliveryAttempt], cursor: int) -> bool:
+    def _flush(self, owner: str, row: SubscriptionRow, done: list[DeliveryAttempt], cursor: int) -> bool:
         """Write the attempts made and (when it moved past the stored one) the cursor with the
         failures forgotten, in one transaction; False when the lease was lost meanwhile."""
         moved = cursor != row["cursor"]
         if not done and not moved:
             return True
-        values = {"cursor": cursor, "attempts": 0, "failing_since": None, "next_attempt_at": None} if moved else None
+        values: SubscriptionChange | None = ({"cursor": cursor, "attempts": 0, "failing_since": None,
+                                              "next_attempt_at": None} if moved else None)
         return self.outbox.delivered(row["subscription_id"], owner, done, values)
 
-    def _replays(self, row: Mapping[str, Any], budget: int) -> tuple[int, bool]:
+    def _replays(self, row: SubscriptionRow, budget: int) -> tuple[int, bool]:
         """Queued replays, in seq order: (posts made, whether the receiver said 410 Gone; the
         subscription is then disabled and nothing more is tried)."""
         posts = 0
@@ -189,7 +190,7 @@ class WebhookDelivery:
             self.outbox.replay_done(row["subscription_id"], seq)
         return posts, False
 
-    def _secrets(self, row: Mapping[str, Any]) -> list[str]:
+    def _secrets(self, row: SubscriptionRow) -> list[str]:
         keys = [row["secret"]]
         if row["previous_secret"] and row["previous_until"] and utc(row["previous_until"]) > self.clock.now():
             keys.append(row["previous_secret"])
@@ -198,7 +199,7 @@ class WebhookDelivery:
     def ed25519_key(self) -> Any:
         return self.signing.attestation_key() if self.signing is not None else None
 
-    def _headers(self, row: Mapping[str, Any], event: Mapping[str, Any], stamp: int, body: bytes) -> dict[str, str]:
+    def _headers(self, row: SubscriptionRow, event: Mapping[str, Any], stamp: int, body: bytes) -> dict[str, str]:
         """Standard Webhooks headers; with `sign_ed25519`, a `v1a` signature by the gate's Ed25519
         key beside the HMAC ones, and `webhook-key-id` naming it in the published key registry.
         SECURITY: no key, no delivery (GateError): a receiver that asked for it never gets less."""
@@ -213,7 +214,7 @@ class WebhookDelivery:
             headers["webhook-key-id"] = key.key_id
         return headers
 
-    def _turn_target(self, row: Mapping[str, Any]) -> Target | None:
+    def _turn_target(self, row: SubscriptionRow) -> Target | None:
         """The subscription's target checked once for a turn's ordered walk (a turn lasts at most
         a share of its lease), or None when it is refused: each post then checks it and fails as
         it says. The delivery still connects to the address this check approved."""
@@ -222,7 +223,7 @@ class WebhookDelivery:
         except GateError:
             return None
 
-    def _post(self, row: Mapping[str, Any], event: Mapping[str, Any], *, replay: bool,
+    def _post(self, row: SubscriptionRow, event: Mapping[str, Any], *, replay: bool,
               target: Target | None = None) -> tuple[Delivery, DeliveryAttempt]:
         """Sign and post one event to `target` (checked now when not given): (the result, its
         attempt row, for the caller to write)."""
@@ -242,7 +243,7 @@ class WebhookDelivery:
             "status_code": result.status_code, "latency_ms": result.latency_ms, "excerpt": result.excerpt,
             "replay": int(replay)}
 
-    def _failed(self, owner: str, row: Mapping[str, Any], attempts: int, cursor: int, result: Delivery) -> None:
+    def _failed(self, owner: str, row: SubscriptionRow, attempts: int, cursor: int, result: Delivery) -> None:
         """After a failed ordered delivery: 410 Gone disables the subscription (Standard Webhooks);
         a failure that has lasted `DISABLE_AFTER_SECONDS` does too; otherwise the next try waits
         for the backoff, and no less than a throttling answer's `Retry-After`."""
@@ -262,10 +263,10 @@ class WebhookDelivery:
             "attempts": attempts, "failing_since": since,
             "next_attempt_at": iso_ms(now + timedelta(seconds=wait))}, owner)
 
-    def _gone(self, row: Mapping[str, Any], cursor: int) -> None:
+    def _gone(self, row: SubscriptionRow, cursor: int) -> None:
         self._disable(row, "the receiver answered 410 Gone", cursor, row["failing_since"] or iso_ms(self.clock.now()))
 
-    def _disable(self, row: Mapping[str, Any], reason: str, cursor: int, since: str) -> None:
+    def _disable(self, row: SubscriptionRow, reason: str, cursor: int, since: str) -> None:
         self.outbox.disable(row, reason, iso_ms(self.clock.now()), ("subscription.disabled", {
             "subscription_id": row["subscription_id"], "url": row["url"], "reason": reason,
             "undelivered_after_seq": cursor, "failing_since": since}))

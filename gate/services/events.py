@@ -18,7 +18,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from functools import partial
-from typing import Any, NotRequired, TypedDict
+from typing import Any, TypedDict
 
 from gate import bodies
 from gate.clock import Clock, iso_ms
@@ -29,7 +29,7 @@ from gate.events.cloudevent import EVENT_TYPES, TYPE_PREFIX, CloudEvent
 from gate.events.egress import EventSubscriptions
 from gate.events.pool import FairPool
 from gate.governance.table import EVENT_SUBSCRIPTIONS
-from gate.ledger.outbox import Outbox, event_types_of
+from gate.ledger.outbox import NewSubscription, Outbox, SubscriptionChange, SubscriptionRow, event_types_of
 from gate.principals import Permissions, Principal
 from gate.protocol.canonical import canonical_text
 from gate.releases.governance import GovernanceEvent, PolicyRequestJSON, refusal_code
@@ -38,7 +38,6 @@ from gate.services.event_delivery import WILDCARD, WebhookDelivery, utc
 from gate.services.event_retention import RETENTION_INTERVAL, EventRetention
 from gate.services.governance import GovernanceService, SafeguardSettings
 from gate.services.periodic import PeriodicWorker
-from gate.strict_json import JsonValue
 
 log = logging.getLogger("gate.events")
 
@@ -99,17 +98,7 @@ class PendingSubscriptions(TypedDict):
     governance_seq: int
 
 
-class _StatusChange(TypedDict):
-    """What enabling or disabling a subscription by hand writes (an enable forgets the failures)."""
-
-    status: str
-    disabled_reason: str | None
-    attempts: NotRequired[int]
-    failing_since: NotRequired[None]
-    next_attempt_at: NotRequired[None]
-
-
-def public_view(row: Mapping[str, Any]) -> SubscriptionView:
+def public_view(row: NewSubscription) -> SubscriptionView:
     """A subscription as its owners see it: never its secrets."""
     return {"subscription_id": row["subscription_id"], "url": row["url"], "event_types": event_types_of(row),
             "status": row["status"], "disabled_reason": row["disabled_reason"], "cursor": row["cursor"],
@@ -187,7 +176,7 @@ class EventService:
             row = self.outbox.subscription(scope, subscription_id)
             if row is not None and row["status"] == PENDING:
                 self.outbox.update_subscription(subscription_id, {"status": "active"})
-                started.append(public_view({**row, "status": "active"}))
+                started.append(public_view(row | {"status": "active"}))
         return started, event
 
     def pending_subscriptions(self, scope: str) -> PendingSubscriptions:
@@ -197,7 +186,7 @@ class EventService:
         document = self.governance.document(scope, EVENT_SUBSCRIPTIONS)
         return {"pending": document["pending"], "governance_seq": document["governance_seq"]}
 
-    def _prepared(self, scope: str, actor: str, body: object) -> tuple[dict[str, Any], str]:
+    def _prepared(self, scope: str, actor: str, body: object) -> tuple[NewSubscription, str]:
         """A new subscription's row, checked (its body, its target, the scope's limit), and its secret."""
         if isinstance(body, Mapping):
             unknown, _ = bodies.closed_members(SUBSCRIPTION, body)
@@ -214,7 +203,7 @@ class EventService:
             raise GateError("EVENT_SUBSCRIPTION_LIMIT", f"a scope has at most {MAX_SUBSCRIPTIONS_PER_SCOPE} "
                             "subscriptions; delete one first")
         secret = signatures.new_secret()
-        row = {"subscription_id": "sub_" + secrets.token_hex(12), "scope": scope, "url": stated["url"],
+        row: NewSubscription = {"subscription_id": "sub_" + secrets.token_hex(12), "scope": scope, "url": stated["url"],
                "event_types": canonical_text(types), "secret": secret, "previous_secret": None,
                "previous_until": None, "status": "active", "disabled_reason": None,
                "cursor": self.outbox.head(scope) if start == "now" else 0, "attempts": 0,
@@ -222,13 +211,13 @@ class EventService:
                "created_at": iso_ms(self.clock.now()), "created_by": actor, "sign_ed25519": int(ed25519)}
         return row, secret
 
-    def _owned(self, scope: str, subscription_id: object) -> dict[str, Any]:
+    def _owned(self, scope: str, subscription_id: object) -> SubscriptionRow:
         row = self.outbox.subscription(scope, subscription_id) if isinstance(subscription_id, str) else None
         if row is None:  # SECURITY: another scope's subscription reads as absent
             raise GateError("EVENT_SUBSCRIPTION_NOT_FOUND", "no subscription with this id in this scope")
         return row
 
-    def _approved(self, scope: str, subscription_id: object, what: str) -> dict[str, Any]:
+    def _approved(self, scope: str, subscription_id: object, what: str) -> SubscriptionRow:
         """The scope's subscription, refused with EVENT_SUBSCRIPTION_PENDING while its endpoint
         waits for a second holder's approval: nothing is sent to it, nor is it enabled, before."""
         row = self._owned(scope, subscription_id)
@@ -254,7 +243,7 @@ class EventService:
         until = iso_ms(self.clock.now() + timedelta(seconds=overlap))
         self.outbox.update_subscription(row["subscription_id"], {"secret": secret, "previous_secret": row["secret"],
                                                                  "previous_until": until})
-        return public_view({**row, "previous_until": until}), secret
+        return public_view(row | {"previous_until": until}), secret
 
     def set_status(self, scope: str, subscription_id: str, status: object,
                    skip_pruned: object = False) -> SubscriptionView:
@@ -266,10 +255,10 @@ class EventService:
         if not isinstance(skip_pruned, bool):
             raise _invalid("skip_pruned is true or false")
         row = self._approved(scope, subscription_id, "a change of its status")
-        values: _StatusChange = {"status": status, "disabled_reason": None if status == "active" else "by hand"}
+        values: SubscriptionChange = {"status": status, "disabled_reason": None if status == "active" else "by hand"}
         if status == "disabled":
             self.outbox.update_subscription(row["subscription_id"], values)
-            return public_view({**row, **values})
+            return public_view(row | {"status": values["status"], "disabled_reason": values["disabled_reason"]})
         values.update({"attempts": 0, "failing_since": None, "next_attempt_at": None})
         refused = self.outbox.enable(row["subscription_id"], values, skip_pruned)
         if refused is not None:
@@ -354,7 +343,7 @@ class Dispatcher:
         self.stream = stream  # a gate.events.stream.JetStreamPublisher, or None
         self.interval = interval
         self.owner = owner or f"dispatcher-{secrets.token_hex(6)}"
-        self.pool: FairPool[Mapping[str, JsonValue]] = FairPool(self._turn, concurrency, name="gate-deliveries")
+        self.pool: FairPool[SubscriptionRow] = FairPool(self._turn, concurrency, name="gate-deliveries")
         self.webhooks = PeriodicWorker("webhooks", self._offer_due, interval, log=log)
         self.workers = [self.webhooks]
         if stream is not None:
@@ -381,7 +370,7 @@ class Dispatcher:
             worker.stop(timeout)
         self.pool.stop(timeout)
 
-    def _turn(self, row: Mapping[str, Any]) -> bool:
+    def _turn(self, row: SubscriptionRow) -> bool:
         """One subscription's turn on a delivery thread, counted by the `webhooks` worker (a
         ledger that is away fails the turn: logged with its traceback, tried again next pass)."""
         try:

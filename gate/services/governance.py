@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, timedelta
 from typing import Any, TypedDict
 
@@ -41,7 +41,7 @@ from gate.keys.signing import ReceiptSigner
 from gate.ledger import Ledger
 from gate.ledger.event_settings import EventSettingsLedger
 from gate.ledger.holds import HoldLedger
-from gate.ledger.outbox import Outbox, event_types_of
+from gate.ledger.outbox import Outbox, SubscriptionRow, event_types_of
 from gate.ledger.releases import Announcement, ReleaseLedger, ReleaseRace
 from gate.principals import Permission, Permissions, Principal, require
 from gate.privacy.datamap import PrivacySettings
@@ -125,7 +125,7 @@ def approval_members(setting: str, body: Any) -> tuple[Any, Any]:
     return body.get("request_seq"), body.get("reason")
 
 
-def subscriptions_of(rows: Sequence[Mapping[str, Any]]) -> EventSubscriptions:
+def subscriptions_of(rows: Sequence[SubscriptionRow]) -> EventSubscriptions:
     """A scope's webhook subscriptions in force, from their rows: every one but those waiting for
     a second holder's approval (`pending`)."""
     value = EventSubscriptions()
