@@ -124,3 +124,16 @@ def event_text(event: Mapping[str, Any], rendered: Mapping[str, str] | None = No
         if text is not None:
             return text
     return canonical_text(event)
+
+
+class OutboxRow(TypedDict):
+    """An event as the outbox stores it (`event_outbox`, written by `gate.ledger.outbox_write`):
+    the scope's sequence number, the event's id, type and time, and its canonical text. Named
+    here, below the ledger, so what reads the outbox (the stream publisher) can name it too."""
+
+    scope: str
+    seq: int
+    event_id: str
+    event_type: str
+    created_at: str
+    event_json: str

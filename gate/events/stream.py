@@ -18,8 +18,10 @@ import asyncio
 import contextlib
 import hashlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Protocol
+
+from gate.events.cloudevent import OutboxRow
 
 SUBJECT_PREFIX = "gate.events"
 DEFAULT_STREAM = "GATE_EVENTS"
@@ -34,7 +36,7 @@ class OutboxReader(Protocol):
 
     def scopes(self) -> list[str]: ...
 
-    def events_after(self, scope: str, after: int, limit: int = 100) -> list[dict[str, Any]]: ...
+    def events_after(self, scope: str, after: int, limit: int = 100) -> list[OutboxRow]: ...
 
     def stream_cursor(self, stream: str, scope: str) -> int: ...
 
@@ -56,7 +58,7 @@ class JetStreamPublisher:
     thread (the dispatcher's) drives it; its event loop lives as long as it does."""
 
     def __init__(self, outbox: OutboxReader, url: str, stream: str = DEFAULT_STREAM, name: str = "jetstream",
-                 body_of: Callable[[Mapping[str, Any]], bytes] | None = None) -> None:
+                 body_of: Callable[[OutboxRow], bytes] | None = None) -> None:
         self.outbox, self.url, self.stream, self.name = outbox, url, stream, name
         # What a row is published as: the stored text, or what the scope's privacy rule for events
         # lets out (gate.services.event_delivery.WebhookDelivery.body_of; docs/privacy.md).

@@ -20,8 +20,9 @@ from typing import Any, TypedDict, cast
 from sqlalchemy import RowMapping, and_, delete, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from gate.events.cloudevent import OutboxRow
 from gate.ledger.outbox_retention import retention_locked
-from gate.ledger.outbox_write import OutboxRow, append_event
+from gate.ledger.outbox_write import append_event
 from gate.ledger.store import Ledger
 from gate.ledger.tables import (
     event_outbox,
@@ -120,12 +121,12 @@ class Outbox:
 
     # ------------------------------------------------------------------ events
 
-    def events_after(self, scope: str, after: int, limit: int = 100) -> list[dict[str, Any]]:
+    def events_after(self, scope: str, after: int, limit: int = 100) -> list[OutboxRow]:
         with self.ledger.read() as connection:
             rows = connection.execute(
                 select(event_outbox).where(event_outbox.c.scope == scope, event_outbox.c.seq > after)
                 .order_by(event_outbox.c.seq).limit(limit)).mappings().all()
-        return [dict(r) for r in rows]
+        return [_event_row(r) for r in rows]
 
     def event(self, scope: str, seq: int) -> OutboxRow | None:
         with self.ledger.read() as connection:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any
 
 from sqlalchemy import bindparam, insert, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql import ClauseElement
 
 from gate.errors import LedgerUnavailable
-from gate.events.cloudevent import CloudEvent, cloud_event, event_text
+from gate.events.cloudevent import CloudEvent, OutboxRow, cloud_event, event_text
 from gate.ledger.groupcommit import BATCH_MEMO, defer, defer_row
 from gate.ledger.prepared import Prepared
 from gate.ledger.tables import event_outbox, event_sequences
@@ -90,17 +90,6 @@ def _batch_seq(connection: Connection, memo: dict[Any, Any], scope: str) -> int:
             "s_scope": scope, "s_last": seq}))
     memo["event-seq", scope] = seq
     return seq
-
-
-class OutboxRow(TypedDict):
-    """A row of `event_outbox`: one event, its canonical text in `event_json`."""
-
-    scope: str
-    seq: int
-    event_id: str
-    event_type: str
-    created_at: str
-    event_json: str
 
 
 def outbox_row(scope: str, seq: int, event: CloudEvent, text: str | None = None) -> OutboxRow:

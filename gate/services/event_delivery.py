@@ -28,7 +28,7 @@ from gate.clock import Clock, iso_ms
 from gate.errors import GateError
 from gate.events import backoff, signatures
 from gate.events.breaker import GONE, THROTTLE_STATUSES, Breakers
-from gate.events.cloudevent import CONTENT_TYPE, TYPE_PREFIX
+from gate.events.cloudevent import CONTENT_TYPE, TYPE_PREFIX, OutboxRow
 from gate.events.targets import Target, check
 from gate.events.webhook import Connections, Delivery, post
 from gate.ledger.outbox import DeliveryAttempt, Outbox, SubscriptionChange, SubscriptionRow, event_types_of
@@ -76,7 +76,7 @@ class WebhookDelivery:
         self.breakers = Breakers(lambda: self.clock.now().timestamp())  # per scope and endpoint, this process's
         self.privacy = privacy
 
-    def body_of(self, row: Mapping[str, Any]) -> bytes:
+    def body_of(self, row: OutboxRow) -> bytes:
         """The bytes one outbox row leaves as (a webhook's body, a stream message)."""
         if self.privacy is None:
             return str(row["event_json"]).encode("utf-8")
@@ -223,7 +223,7 @@ class WebhookDelivery:
         except GateError:
             return None
 
-    def _post(self, row: SubscriptionRow, event: Mapping[str, Any], *, replay: bool,
+    def _post(self, row: SubscriptionRow, event: OutboxRow, *, replay: bool,
               target: Target | None = None) -> tuple[Delivery, DeliveryAttempt]:
         """Sign and post one event to `target` (checked now when not given): (the result, its
         attempt row, for the caller to write)."""

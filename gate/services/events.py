@@ -25,7 +25,7 @@ from gate.clock import Clock, iso_ms
 from gate.errors import GateError, SigningUnavailable
 from gate.events import signatures
 from gate.events.breaker import endpoint_of
-from gate.events.cloudevent import EVENT_TYPES, TYPE_PREFIX, CloudEvent
+from gate.events.cloudevent import EVENT_TYPES, TYPE_PREFIX, CloudEvent, OutboxRow
 from gate.events.egress import EventSubscriptions
 from gate.events.pool import FairPool
 from gate.governance.table import EVENT_SUBSCRIPTIONS
@@ -265,7 +265,7 @@ class EventService:
             raise self.retention.refused(refused, f"resuming from this subscription's cursor ({row['cursor']})")
         return public_view(self._owned(scope, subscription_id))
 
-    def read(self, scope: str, after: int, limit: int) -> list[dict[str, Any]]:
+    def read(self, scope: str, after: int, limit: int) -> list[OutboxRow]:
         """The scope's events after `after`, oldest first (`GET /api/events`); EVENTS_PRUNED when
         events after `after` were pruned (the reader would otherwise miss them without knowing)."""
         pruned, _ = self.retention.pruned(scope)
@@ -386,7 +386,7 @@ class Dispatcher:
             self.pool.offer(row["scope"], row["subscription_id"], row, endpoint_of(row["url"]))
 
 
-def event_data(row: Mapping[str, Any]) -> CloudEvent:
+def event_data(row: OutboxRow) -> CloudEvent:
     """The CloudEvent stored in an outbox row (its canonical text, as `cloud_event` made it)."""
     value: CloudEvent = json.loads(row["event_json"])
     return value

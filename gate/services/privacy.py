@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypedDict
 
+from gate.events.cloudevent import OutboxRow
 from gate.governance.table import PRIVACY
 from gate.ledger import Ledger
 from gate.principals import Permissions, Principal
@@ -161,7 +162,7 @@ class PrivacyService:
 
     # ---------------------------------------------------------------- events out
 
-    def event_body(self, row: Mapping[str, Any]) -> bytes:
+    def event_body(self, row: OutboxRow) -> bytes:
         """What a webhook or the stream sends for one outbox row: its stored text, or, when the
         event names a decision whose request holds members the `events` rule masks, the event
         masked, with `maskedmembers` (JSON Pointers into the event) and `recordurl` added to its

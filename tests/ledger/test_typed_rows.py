@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from gate.events.cloudevent import OutboxRow
 from gate.ledger.chains import ChainLinkRow
 from gate.ledger.event_settings import AnomalyAlertRow, EventSettingsRow
 from gate.ledger.holds import HoldMove, HoldRow, QueueColumns
@@ -18,7 +19,6 @@ from gate.ledger.lifecycle import ReceiptRow
 from gate.ledger.operations import PilotRow
 from gate.ledger.outbox import AttemptRow
 from gate.ledger.outbox_retention import RetentionRow
-from gate.ledger.outbox_write import OutboxRow
 from gate.ledger.releases import EventRow, ReleaseDecisionRow, ShadowColumns
 from gate.ledger.removals import RemovalRow
 from gate.ledger.tables import (
