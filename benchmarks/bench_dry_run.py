@@ -162,7 +162,7 @@ def big_run(n: int, code_root: Path = ROOT, out: Path = RESULTS / "dry-run-big",
         "run = dry_run(draft, dryrun_data.RULEBOOK_ID, dataset={!r}, created_at='2026-11-22T00:00:00.000Z',"
         " flips_path=out / 'flips.parquet')\n"
         "write_dry_run(out, run.manifest, None)\n"
-        "print(time.perf_counter() - t, time.process_time() - cpu, run.result.decisions_total, run.result.decisions_changed,"
+        "print(time.perf_counter() - t, time.process_time() - cpu, run.result['decisions_total'], run.result['decisions_changed'],"
         " next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')))\n"
     ).format(str(code_root), str(code_root / "benchmarks"), str(digest_store or ""), str(out), str(root))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)

@@ -198,7 +198,7 @@ def main() -> None:
     draft = scenario.load_rulebook(POLICY, 1)  # its one version, replayed over its own history
     run = _timed("dry-run over the dataset", lambda: dry_run(draft, POLICY, scope=scope, dataset=root,
                                                              created_at=iso_ms(now), anchors=anchors))
-    print(f"  cost of a hold: {hold_cost_text(run.result.review_load['hold_cost'])}")
+    print(f"  cost of a hold: {hold_cost_text(run.result['review_load']['hold_cost'])}")
     frame = synthetic(args.synthetic, args.seed)
     times = []
     for _ in range(args.rounds):

@@ -82,7 +82,7 @@ for difference in exact["differences"][:5]:
 # %%
 run = dry_run(draft, POLICY, scope=SCOPE, dataset=DATASET, created_at="2026-12-01T00:00:00.000Z",
               baseline=current, baseline_source="the current version, gate/data/rulebooks")
-result = run.result.to_dict()
+result = run.result
 print(compared_with(result["baseline"]))
 print(f"{result['decisions_evaluated']} replayed, {result['decisions_changed']} flip, "
       f"{result['decisions_unreplayable']} could not be replayed")

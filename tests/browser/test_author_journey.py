@@ -261,7 +261,7 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
 
     # Live impact beside the editor: the dry-run summary of exactly this draft.
     expected = dry_run(draft, "refund_approval", scope="demo", dataset=dataset,
-                       created_at="2026-11-24T00:00:00.000Z", baseline=baseline).result.to_dict()
+                       created_at="2026-11-24T00:00:00.000Z", baseline=baseline).result
     caught_line = dict(impact_rows(expected["impact"]))["Failures caught"]
     assert expected["impact"]["failures_caught"]["count"] > 0
     _wait_for_text(page.locator(".live-impact"), f"Failures caught: {caught_line}",
@@ -317,7 +317,7 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
                  page.get_by_text("amount lte 100 set in the draft"))
     draft["rules"][row]["condition"]["all"][0]["value"] = 100
     at_100 = dry_run(draft, "refund_approval", scope="demo", dataset=dataset,
-                     created_at="2026-11-24T00:00:00.000Z", baseline=baseline).result.to_dict()
+                     created_at="2026-11-24T00:00:00.000Z", baseline=baseline).result
     assert at_100["impact"]["failures_caught"] == point["failures_caught"]  # the sweep's point is the dry-run
     _wait_for_text(page.locator(".live-impact"),
                    f"Failures caught: {dict(impact_rows(at_100['impact']))['Failures caught']}",

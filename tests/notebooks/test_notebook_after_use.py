@@ -80,7 +80,7 @@ def test_the_used_dataset_lists_a_pending_outcome_after_a_hundred_without_one(us
     current = json.loads((RULEBOOKS / "refund-approval-2026-08-01.json").read_text())
     draft = dict(json.loads((RULEBOOKS / "refund-approval.json").read_text()), version="2026-12-01")
     listed = dry_run(draft, "refund_approval", scope="demo", dataset=used_demo / "refreshed", baseline=current,
-                     created_at="2026-12-01T00:00:00.000Z").result.flips["listed"]
+                     created_at="2026-12-01T00:00:00.000Z").result["flips"]["listed"]
     statuses = [row["outcome_status"] for row in listed]
     assert statuses[:100] == [None] * 100 and "pending" in statuses[100:]
 

@@ -92,26 +92,26 @@ def test_result_equals_a_one_by_one_scalar_replay(dataset):
     root, decisions, outcomes = dataset
     result = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result
     transitions, rules, reasons, outcome_cells, unreplayable = reference(decisions, outcomes, DRAFT)
-    assert {(t["from"], t["to"]): t["count"] for t in result.transitions if t["count"]} == dict(transitions)
-    assert len(result.transitions) == 9
-    assert Counter({(c["old_rule"], c["new_rule"]): 0 for c in result.rule_transitions}) + Counter(
-        {(c["old_rule"], c["new_rule"]): c["count"] for c in result.rule_transitions}) == rules
-    assert {r["reason_code"]: r["after"] for r in result.drift_by_reason if r["after"]} == dict(reasons)
-    for cell in result.outcomes["by_transition"]:
+    assert {(t["from"], t["to"]): t["count"] for t in result["transitions"] if t["count"]} == dict(transitions)
+    assert len(result["transitions"]) == 9
+    assert Counter({(c["old_rule"], c["new_rule"]): 0 for c in result["rule_transitions"]}) + Counter(
+        {(c["old_rule"], c["new_rule"]): c["count"] for c in result["rule_transitions"]}) == rules
+    assert {r["reason_code"]: r["after"] for r in result["drift_by_reason"] if r["after"]} == dict(reasons)
+    for cell in result["outcomes"]["by_transition"]:
         for known in ("success", "failure", "excluded", "open", "none", "unobservable"):
             assert cell[known] == outcome_cells[(cell["from"], cell["to"], known)], (cell, known)
-    assert result.decisions_unreplayable == unreplayable == 2
-    assert result.decisions_total == len(decisions)
-    assert result.decisions_evaluated == sum(transitions.values())
-    assert result.decisions_changed == sum(v for (a, b), v in transitions.items() if a != b)
-    assert result.decisions_scalar == 1  # the integer beyond 2^53 goes to the scalar evaluator
-    assert result.outcomes["caught_failures"] == sum(
+    assert result["decisions_unreplayable"] == unreplayable == 2
+    assert result["decisions_total"] == len(decisions)
+    assert result["decisions_evaluated"] == sum(transitions.values())
+    assert result["decisions_changed"] == sum(v for (a, b), v in transitions.items() if a != b)
+    assert result["decisions_scalar"] == 1  # the integer beyond 2^53 goes to the scalar evaluator
+    assert result["outcomes"]["caught_failures"] == sum(
         v for (a, b, k), v in outcome_cells.items() if b == "no" and a in ("yes", "review") and k == "failure")
-    assert result.rules_never_fired_in_history == ["ghost"]
-    assert "ghost" in result.rules_never_firing_under_draft
-    assert result.review_load["before"] == sum(v for (a, _), v in transitions.items() if a == "review")
-    assert result.review_load["after"] == sum(v for (_, b), v in transitions.items() if b == "review")
-    assert result.flips["count"] == result.decisions_changed == len(result.flips["listed"])
+    assert result["rules_never_fired_in_history"] == ["ghost"]
+    assert "ghost" in result["rules_never_firing_under_draft"]
+    assert result["review_load"]["before"] == sum(v for (a, _), v in transitions.items() if a == "review")
+    assert result["review_load"]["after"] == sum(v for (_, b), v in transitions.items() if b == "review")
+    assert result["flips"]["count"] == result["decisions_changed"] == len(result["flips"]["listed"])
 
 
 def test_scope_and_reproducibility(dataset):
@@ -119,8 +119,8 @@ def test_scope_and_reproducibility(dataset):
     first = dry_run(DRAFT, "refunds", scope="other", dataset=root, created_at=NOW)
     second = dry_run(copy.deepcopy(DRAFT), "refunds", scope="other", dataset=root, created_at="2027-01-01T00:00:00.000Z")
     transitions, *_ = reference(decisions, outcomes, DRAFT, scope="other")
-    assert first.result.decisions_total == 6
-    assert {(t["from"], t["to"]): t["count"] for t in first.result.transitions if t["count"]} == dict(transitions)
+    assert first.result["decisions_total"] == 6
+    assert {(t["from"], t["to"]): t["count"] for t in first.result["transitions"] if t["count"]} == dict(transitions)
     assert first.manifest["dry_run"]["result_hash"] == second.manifest["dry_run"]["result_hash"]
     assert first.manifest["dry_run"] == second.manifest["dry_run"]
 
@@ -217,8 +217,8 @@ def test_a_dataset_without_facts_files_replays_every_decision_through_the_scalar
     root = write_dataset(tmp_path / "ds", decisions, [], facts=False)
     result = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result
     transitions, *_ = reference(decisions, [], DRAFT)
-    assert result.decisions_scalar == len(decisions) - 1 and result.decisions_unreplayable == 1
-    assert {(t["from"], t["to"]): t["count"] for t in result.transitions if t["count"]} == dict(transitions)
+    assert result["decisions_scalar"] == len(decisions) - 1 and result["decisions_unreplayable"] == 1
+    assert {(t["from"], t["to"]): t["count"] for t in result["transitions"] if t["count"]} == dict(transitions)
 
 
 def test_the_migration_schema_is_published(client):
@@ -242,5 +242,5 @@ def test_facts_files_without_the_stored_outcome_are_joined_with_the_decisions(da
     write_listed_manifest(root, base)  # the older writer listed its files as they are
     result = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result
     transitions, *_ = reference(decisions, outcomes, DRAFT)
-    assert {(t["from"], t["to"]): t["count"] for t in result.transitions if t["count"]} == dict(transitions)
-    assert result.decisions_scalar == 1 and result.decisions_unreplayable == 2
+    assert {(t["from"], t["to"]): t["count"] for t in result["transitions"] if t["count"]} == dict(transitions)
+    assert result["decisions_scalar"] == 1 and result["decisions_unreplayable"] == 2

@@ -37,7 +37,7 @@ def mixed(tmp_path):
 def test_an_unchanged_draft_changes_nothing_against_the_version_it_is(mixed):
     root, _ = mixed
     run = dry_run(V2, "refunds", dataset=root, created_at=NOW, baseline=V2, baseline_source="active release")
-    result = run.result.to_dict()
+    result = run.result
     assert result["decisions_evaluated"] == 2 * len(FACTS)
     assert result["decisions_changed"] == 0 and result["flips"]["listed"] == []
     assert result["decisions_rule_changed"] == result["decisions_reason_changed"] == 0
@@ -50,13 +50,13 @@ def test_an_unchanged_draft_changes_nothing_against_the_version_it_is(mixed):
                                   "description": "version 2.0.0 (active release) replayed over the same history"}
     assert run.manifest["dry_run"]["baseline"] == result["baseline"]
     # The historical view of the same draft counts V1's decisions that V2 decides otherwise.
-    historical = dry_run(V2, "refunds", dataset=root, created_at=NOW).result.to_dict()
+    historical = dry_run(V2, "refunds", dataset=root, created_at=NOW).result
     assert historical["baseline"]["kind"] == "history" and historical["decisions_changed"] > 0
 
 
 def test_against_a_version_every_transition_is_that_version_versus_the_draft(mixed):
     root, _ = mixed
-    result = dry_run(V2, "refunds", dataset=root, created_at=NOW, baseline=V1).result.to_dict()
+    result = dry_run(V2, "refunds", dataset=root, created_at=NOW, baseline=V1).result
     old, new = get_evaluator(V1, sha256_hex(V1)), get_evaluator(V2, sha256_hex(V2))
     expected = Counter((old.evaluate(f).decision, new.evaluate(f).decision) for f in FACTS * 2)
     got = Counter({(t["from"], t["to"]): t["count"] for t in result["transitions"]})
@@ -96,6 +96,6 @@ def test_the_sweep_compares_with_the_same_baseline(mixed):
     assert unchanged["review_load_change"]["count"] == 0
     at_100 = dry_run({**V2, "rules": [{**V2["rules"][0], "condition": {**V2["rules"][0]["condition"], "value": 100}},
                                       *V2["rules"][1:]]},
-                     "refunds", dataset=root, created_at=NOW, baseline=V2).result.to_dict()
+                     "refunds", dataset=root, created_at=NOW, baseline=V2).result
     assert moved["failures_caught"] == at_100["impact"]["failures_caught"]
     assert moved["review_load_change"]["count"] == at_100["impact"]["review_load_change"]["count"]

@@ -98,34 +98,34 @@ def test_row_replay_patches_the_partial_rows_with_the_scalar_evaluator(root):
 
 
 def test_partial_rows_are_replayed_by_the_scalar_evaluator(result):
-    assert result.decisions_scalar == 3
-    assert (result.decisions_total, result.decisions_evaluated, result.decisions_unreplayable) == (11, 10, 1)
-    assert result.unreplayable == {"count": 1, "by_verdict": {"yes": 0, "no": 0, "review": 1}}
-    transitions = {(t["from"], t["to"]): t["count"] for t in result.transitions if t["count"]}
+    assert result["decisions_scalar"] == 3
+    assert (result["decisions_total"], result["decisions_evaluated"], result["decisions_unreplayable"]) == (11, 10, 1)
+    assert result["unreplayable"] == {"count": 1, "by_verdict": {"yes": 0, "no": 0, "review": 1}}
+    transitions = {(t["from"], t["to"]): t["count"] for t in result["transitions"] if t["count"]}
     assert transitions == {("yes", "yes"): 2, ("no", "no"): 1, ("no", "yes"): 2, ("review", "yes"): 2,
                            ("review", "no"): 2, ("review", "review"): 1}
     # The two partial flips answer exactly what the scalar evaluator does: rule huge, reason HUGE.
-    assert {"from": "no", "to": "yes", "old_rule": "big", "new_rule": "huge", "count": 2} in result.rule_transitions
-    rules = {r["rule_id"]: (r["fired_in_history"], r["fires_under_draft"]) for r in result.rules}
+    assert {"from": "no", "to": "yes", "old_rule": "big", "new_rule": "huge", "count": 2} in result["rule_transitions"]
+    rules = {r["rule_id"]: (r["fired_in_history"], r["fires_under_draft"]) for r in result["rules"]}
     assert rules == {"huge": (0, 2), "big": (3, 3), "small": (2, 4), "ghost": (0, 0)}
-    assert result.rules_never_fired_in_history == ["huge", "ghost"]
-    assert result.rules_never_firing_under_draft == ["ghost"]
-    assert (result.decisions_changed, result.decisions_rule_changed, result.decisions_reason_changed) == (6, 6, 6)
-    assert result.needs_input == 0
+    assert result["rules_never_fired_in_history"] == ["huge", "ghost"]
+    assert result["rules_never_firing_under_draft"] == ["ghost"]
+    assert (result["decisions_changed"], result["decisions_rule_changed"], result["decisions_reason_changed"]) == (6, 6, 6)
+    assert result["needs_input"] == 0
 
 
 def test_flips_and_their_outcome_classes(result):
-    assert result.flips["count"] == 6 and result.flips["listed_limit"] == 4
+    assert result["flips"]["count"] == 6 and result["flips"]["listed_limit"] == 4
     listed = [(f["decision_id"], f["old_verdict"], f["new_verdict"], f["new_rule"], f["new_reason"],
-               f["outcome_status"], f["outcome_class"]) for f in result.flips["listed"]]
+               f["outcome_status"], f["outcome_class"]) for f in result["flips"]["listed"]]
     assert listed == [   # newest first, at most flips_limit
         ("d00009", "review", "no", "big", "TOO_BIG", "failed", "failure"),
         ("d00008", "review", "yes", "small", "SMALL", None, "none"),
         ("d00007", "no", "yes", "huge", "HUGE", None, "unobservable"),
         ("d00004", "no", "yes", "huge", "HUGE", "succeeded", "unobservable"),
     ]
-    assert result.flips["listed"][0]["created_at"] == "2026-02-01T00:00:00.000Z"
-    outcomes = result.outcomes
+    assert result["flips"]["listed"][0]["created_at"] == "2026-02-01T00:00:00.000Z"
+    outcomes = result["outcomes"]
     assert (outcomes["caught_failures"], outcomes["blocked_successes"]) == (1, 1)
     assert (outcomes["unobserved_new_approvals"], outcomes["unobserved_new_reviews"]) == (2, 0)
     assert outcomes["flips_without_outcome"] == 1
@@ -140,7 +140,7 @@ def test_flips_and_their_outcome_classes(result):
 def test_transitions_drift_and_rules_in_their_order_every_member(result):
     """The lists a reader reads top down, to the member and in order (the scalar comparison of
     test_scalar_dry_run_figures.py reads them as dicts). Replayed: the ten decisions with facts."""
-    assert result.transitions == [   # every (stored, draft) pair in verdict order, zeros included
+    assert result["transitions"] == [   # every (stored, draft) pair in verdict order, zeros included
         {"from": "yes", "to": "yes", "count": 2}, {"from": "yes", "to": "no", "count": 0},
         {"from": "yes", "to": "review", "count": 0}, {"from": "no", "to": "yes", "count": 2},
         {"from": "no", "to": "no", "count": 1}, {"from": "no", "to": "review", "count": 0},
@@ -148,7 +148,7 @@ def test_transitions_drift_and_rules_in_their_order_every_member(result):
         {"from": "review", "to": "review", "count": 1},
     ]
     # Largest first; ties by stored rule (the default, a null rule, after the named ones), then draft rule.
-    assert result.rule_transitions == [
+    assert result["rule_transitions"] == [
         {"from": "no", "to": "yes", "old_rule": "big", "new_rule": "huge", "count": 2},
         {"from": "yes", "to": "yes", "old_rule": "small", "new_rule": "small", "count": 2},
         {"from": "review", "to": "no", "old_rule": None, "new_rule": "big", "count": 2},
@@ -157,36 +157,36 @@ def test_transitions_drift_and_rules_in_their_order_every_member(result):
         {"from": "review", "to": "review", "old_rule": None, "new_rule": None, "count": 1},
     ]
     # By the size of the change, then by name.
-    assert result.drift_by_rule == [
+    assert result["drift_by_rule"] == [
         {"rule_id": None, "before": 5, "after": 1, "delta": -4},
         {"rule_id": "huge", "before": 0, "after": 2, "delta": 2},
         {"rule_id": "small", "before": 2, "after": 4, "delta": 2},
         {"rule_id": "big", "before": 3, "after": 3, "delta": 0},
     ]
-    assert result.drift_by_reason == [
+    assert result["drift_by_reason"] == [
         {"reason_code": "NO_RULE", "before": 5, "after": 1, "delta": -4},
         {"reason_code": "HUGE", "before": 0, "after": 2, "delta": 2},
         {"reason_code": "SMALL", "before": 2, "after": 4, "delta": 2},
         {"reason_code": "TOO_BIG", "before": 3, "after": 3, "delta": 0},
     ]
-    assert result.rules == [   # the draft's order, each with its priority (none given: 0)
+    assert result["rules"] == [   # the draft's order, each with its priority (none given: 0)
         {"rule_id": "huge", "priority": 10, "fired_in_history": 0, "fires_under_draft": 2},
         {"rule_id": "big", "priority": 0, "fired_in_history": 3, "fires_under_draft": 3},
         {"rule_id": "small", "priority": 0, "fired_in_history": 2, "fires_under_draft": 4},
         {"rule_id": "ghost", "priority": -1, "fired_in_history": 0, "fires_under_draft": 0},
     ]
-    assert result.draft == {"rulebook_id": "refunds", "version": "2.0.0", "rulebook_hash": sha256_hex(DRAFT),
+    assert result["draft"] == {"rulebook_id": "refunds", "version": "2.0.0", "rulebook_hash": sha256_hex(DRAFT),
                             "rule_order": ["huge", "big", "small", "ghost"]}
-    assert (result.rulebook_id, result.scope) == ("refunds", None)
+    assert (result["rulebook_id"], result["scope"]) == ("refunds", None)
     # The reader's notes on what the figures mean travel with every result (four of them; the
     # first explains the unobservable class of a flip from no).
-    assert len(result.notes) == 4 and "cannot be observed (outcome class unobservable)" in result.notes[0]
-    assert [(v["first"], v["last"]) for v in result.history_versions] == [
+    assert len(result["notes"]) == 4 and "cannot be observed (outcome class unobservable)" in result["notes"][0]
+    assert [(v["first"], v["last"]) for v in result["history_versions"]] == [
         ("2026-01-05T00:00:00.000Z", "2026-02-04T00:00:00.000Z")]
 
 
 def test_review_forecast_is_exact(result):
-    load = result.review_load
+    load = result["review_load"]
     assert (load["before"], load["after"], load["delta"]) == (5, 1, -4)
     assert load["relative_change"] == -0.8
     assert (load["months"], load["per_month_before"], load["per_month_after"]) == (2, 2.5, 0.5)
@@ -204,7 +204,7 @@ def test_review_forecast_is_exact(result):
 def test_review_forecast_without_reviews_before_has_no_relative_change(tmp_path):
     decisions = decide(OLD, [{"amount": 10}, {"amount": 200}, {"amount": 2**60}])
     root = write_dataset(tmp_path / "ds", decisions, [])
-    load = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result.review_load
+    load = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result["review_load"]
     assert (load["before"], load["after"], load["delta"], load["relative_change"]) == (0, 0, 0, None)
     assert (load["months"], load["per_month_before"], load["per_month_after"]) == (1, 0.0, 0.0)
 
@@ -227,7 +227,7 @@ def test_review_forecast_rounding_over_seven_months(tmp_path):
                  for row in decide(OLD, [{"amount": amount}], start=datetime(2026, month, 5, tzinfo=UTC),
                                    prefix=f"m{month}-")]
     root = write_dataset(tmp_path / "ds", decisions, [])
-    load = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result.review_load
+    load = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result["review_load"]
     assert (load["before"], load["after"], load["delta"]) == (3, 1, -2)
     assert load["relative_change"] == -0.666667
     assert (load["months"], load["per_month_before"], load["per_month_after"]) == (7, 0.429, 0.143)
@@ -285,7 +285,7 @@ def test_the_default_flips_limit_and_the_dataset_anchors(root, tmp_path):
     """`dry_run` lists at most 200 flips unless told otherwise, and hands its `anchors` to the
     history: a dataset manifest no trusted key signed is refused before any replay."""
     run = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW)
-    assert run.result.flips["listed_limit"] == 200
+    assert run.result["flips"]["listed_limit"] == 200
     # The run carries the history it read and the draft it compiled.
     assert (run.history.rulebook_id, run.history.source["kind"]) == ("refunds", "dataset")
     assert run.draft.rulebook_hash == sha256_hex(DRAFT) == run.manifest["to"]["rulebook_hash"]
@@ -295,7 +295,7 @@ def test_the_default_flips_limit_and_the_dataset_anchors(root, tmp_path):
         dry_run(DRAFT, "refunds", dataset=root, created_at=NOW, anchors=anchors)
     assert caught.value.code == "DATASET_INVALID"
     signed = write_dataset(tmp_path / "signed", decide(OLD, FACTS), [], signer=HmacReceiptSigner(key))
-    assert dry_run(DRAFT, "refunds", dataset=signed, created_at=NOW, anchors=anchors).result.decisions_total == 11
+    assert dry_run(DRAFT, "refunds", dataset=signed, created_at=NOW, anchors=anchors).result["decisions_total"] == 11
 
 
 def test_every_flip_is_written_to_the_flips_path(root, tmp_path):
@@ -303,7 +303,7 @@ def test_every_flip_is_written_to_the_flips_path(root, tmp_path):
     path = tmp_path / "flips.parquet"
     run = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW, flips_limit=1, flips_path=path)
     written = pl.read_parquet(path)
-    flips = run.result.flips
+    flips = run.result["flips"]
     assert written.height == flips["count"] > 1 and len(flips["listed"]) == 1
     assert flips["listed"][0]["decision_id"] in written["decision_id"].to_list()
 
@@ -388,16 +388,16 @@ def test_field_changes_count_each_outcome_field_on_its_own(tmp_path):
     assert dry.manifest["dry_run"]["field_changes"] == {
         "status": 1, "verdict": 1, "application_verdict": 3, "action": 3, "reason_code": 2, "matched_rule_id": 1}
     # A tie in the size of the change puts the default (a null rule) after the named rule.
-    assert dry.result.drift_by_rule == [
+    assert dry.result["drift_by_rule"] == [
         {"rule_id": "mid", "before": 0, "after": 1, "delta": 1},
         {"rule_id": None, "before": 4, "after": 3, "delta": -1},
         {"rule_id": "big", "before": 1, "after": 1, "delta": 0},
         {"rule_id": "small", "before": 1, "after": 1, "delta": 0},
     ]
-    assert [(r["reason_code"], r["delta"]) for r in dry.result.drift_by_reason] == [
+    assert [(r["reason_code"], r["delta"]) for r in dry.result["drift_by_reason"]] == [
         ("NO_RULE", -2), ("INPUT_SCHEMA_FAILED", 1), ("MID", 1), ("BIG", 0), ("SMALL", 0)]
-    assert (dry.result.decisions_changed, dry.result.decisions_reason_changed,
-            dry.result.decisions_rule_changed, dry.result.needs_input) == (1, 2, 1, 2)
+    assert (dry.result["decisions_changed"], dry.result["decisions_reason_changed"],
+            dry.result["decisions_rule_changed"], dry.result["needs_input"]) == (1, 2, 1, 2)
 
 
 def test_rule_transitions_of_equal_count_by_verdicts_too(tmp_path):
@@ -414,13 +414,13 @@ def test_rule_transitions_of_equal_count_by_verdicts_too(tmp_path):
         start=datetime(2026, 2, 1, tzinfo=UTC))
     root = write_dataset(tmp_path / "ds", decisions, [])
     result = dry_run(draft, "refunds", dataset=root, created_at=NOW).result
-    assert result.rule_transitions == [
+    assert result["rule_transitions"] == [
         {"from": "no", "to": "no", "old_rule": "big", "new_rule": "big", "count": 1},
         {"from": "review", "to": "no", "old_rule": "big", "new_rule": "big", "count": 1},
         {"from": "review", "to": "no", "old_rule": None, "new_rule": None, "count": 1},
         {"from": "review", "to": "review", "old_rule": None, "new_rule": None, "count": 1},
     ]
-    assert result.needs_input == 1
+    assert result["needs_input"] == 1
 
 
 def test_history_versions_by_their_first_decision(tmp_path):
@@ -433,7 +433,7 @@ def test_history_versions_by_their_first_decision(tmp_path):
         decisions += decide(book, [{"amount": 5}] * month, prefix=f"v{month}-",
                             start=datetime(2026, month, 2, tzinfo=UTC))
     root = write_dataset(tmp_path / "ds", decisions, [])
-    versions = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result.history_versions
+    versions = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result["history_versions"]
     assert [(v["policy_version"], v["decisions"], v["first"], v["last"]) for v in versions] == [
         ("3.0.0", 1, "2026-01-02T00:00:00.000Z", "2026-01-02T00:00:00.000Z"),
         ("1.0.0", 2, "2026-02-02T00:00:00.000Z", "2026-02-05T00:00:00.000Z"),
@@ -454,7 +454,7 @@ def test_a_flip_exactly_at_the_horizon_is_mature(tmp_path):
     outcomes = [{"decision_id": "d00000", "status": "failed", "receipt_id": "o0",
                  "reported_at": decisions[0]["created_at"] + timedelta(days=1)}]
     root = write_dataset(tmp_path / "ds", decisions, outcomes)
-    impact = dry_run(draft, "refunds", dataset=root, created_at=NOW).result.impact
+    impact = dry_run(draft, "refunds", dataset=root, created_at=NOW).result["impact"]
     assert impact["as_of"] == "2026-02-04T00:00:00.000Z"
     assert (impact["failures_caught"]["count"], impact["immature"]["count"]) == (1, 0)
 
@@ -640,17 +640,10 @@ def test_a_dry_run_error_carries_its_problems_as_the_refusals_details():
     assert DryRunError("USAGE", "m", []).details == {}
 
 
-def test_the_results_json_is_its_fields_one_for_one_and_a_copy(result):
-    # `DryRunResult.to_dict` is `asdict`, typed as `DryRunBody`: the TypedDict must name every
-    # field, in the fields' order (a field added to one and not the other fails here), and the
-    # body must not share a list or dict with the result it came from.
-    from dataclasses import fields
+def test_the_result_is_json_with_every_member_the_type_names_in_its_order(result):
+    # One type per shape (issue 66, item 7): the result is the TypedDict `summarize` writes, no
+    # dataclass beside it. Its members are the type's, in the type's order, and it is JSON as it is.
+    from workbench.migration.summary import DryRunResult
 
-    from workbench.migration.summary import DryRunBody, DryRunResult
-
-    assert list(DryRunBody.__annotations__) == [f.name for f in fields(DryRunResult)]
-    body = result.to_dict()
-    assert list(body) == list(DryRunBody.__annotations__)
-    body["transitions"].append({"from": "x"})
-    body["review_load"]["before"] = -1
-    assert result.to_dict()["transitions"] == result.transitions and result.review_load["before"] != -1
+    assert list(result) == list(DryRunResult.__annotations__)
+    assert json.loads(json.dumps(result, allow_nan=False)) == result

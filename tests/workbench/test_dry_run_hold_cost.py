@@ -70,7 +70,7 @@ def test_the_forecast_measures_the_cost_of_a_hold_from_a_signed_export_and_the_l
     export_ledger(writer.ledger, str(root), now=datetime(2026, 3, 1, tzinfo=UTC), settle_seconds=0,
                   signer=writer.signing.receipt_signer())
     load = dry_run(draft(), RULEBOOK, scope="acme", dataset=root, created_at=NOW,
-                   anchors=writer.signing.trust_anchors()).result.review_load
+                   anchors=writer.signing.trust_anchors()).result["review_load"]
     assert (load["before"], load["months"]) == (5, 2)
     assert load["hold_cost"] == expected(load)
     assert hold_cost_text(load["hold_cost"]) == (
@@ -78,16 +78,16 @@ def test_the_forecast_measures_the_cost_of_a_hold_from_a_signed_export_and_the_l
         "n=3), approved 66.7% (95% 20.8–93.8%, n=3), expired 25.0% (95% 4.6–69.9%, n=4); under the draft "
         f"{load['per_month_after']:,} holds a month: {round(load['per_month_after'] / 2, 3):,} approved, "
         f"{round(load['per_month_after'] / 4, 3):,} denied, {round(load['per_month_after'] / 4, 3):,} expired")
-    live = dry_run(draft(), RULEBOOK, scope="acme", ledger=writer.ledger, created_at=NOW).result.review_load
+    live = dry_run(draft(), RULEBOOK, scope="acme", ledger=writer.ledger, created_at=NOW).result["review_load"]
     assert live["hold_cost"] == load["hold_cost"]
     # Every scope: globex's approval (a one-minute wait) joins the measure.
-    every = dry_run(draft(), RULEBOOK, ledger=writer.ledger, created_at=NOW).result.review_load["hold_cost"]
+    every = dry_run(draft(), RULEBOOK, ledger=writer.ledger, created_at=NOW).result["review_load"]["hold_cost"]
     assert every["closed_holds"] == 5 and every["approval_rate"]["approved"] == 3
 
 
 def test_without_a_closed_hold_the_cost_is_not_measured(writer):
     writer.held("acme", at(1, 1))
     writer.decide("acme", at(1, 2))
-    load = dry_run(draft(), RULEBOOK, ledger=writer.ledger, created_at=NOW).result.review_load
+    load = dry_run(draft(), RULEBOOK, ledger=writer.ledger, created_at=NOW).result["review_load"]
     assert load["hold_cost"]["measured"] is False and load["hold_cost"]["assumed_review_cost"] == 0.05
     assert hold_cost_text(load["hold_cost"]).startswith("not measured: no closed hold of this rulebook")

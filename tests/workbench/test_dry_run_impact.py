@@ -56,7 +56,7 @@ def _history(tmp_path, amounts, outcomes):
 
 def test_each_impact_figure_by_hand(tmp_path):
     root = _history(tmp_path, AMOUNTS, OUTCOMES)
-    impact = dry_run(DRAFT, "refunds", scope="acme", dataset=root, created_at=NOW, cost=COST).result.impact
+    impact = dry_run(DRAFT, "refunds", scope="acme", dataset=root, created_at=NOW, cost=COST).result["impact"]
     n = 12
     assert impact["decisions_replayed"] == n
     assert impact["as_of"] == (T0 + timedelta(days=33)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
@@ -84,11 +84,11 @@ def test_each_impact_figure_by_hand(tmp_path):
 def test_young_decisions_are_never_counted_as_successes_or_failures(tmp_path):
     root = _history(tmp_path, AMOUNTS, OUTCOMES)
     wide = CostModel(outcome_horizon_days=365)  # every flip is younger than a year before the newest decision
-    impact = dry_run(DRAFT, "refunds", scope="acme", dataset=root, created_at=NOW, cost=wide).result.impact
+    impact = dry_run(DRAFT, "refunds", scope="acme", dataset=root, created_at=NOW, cost=wide).result["impact"]
     assert impact["failures_caught"]["count"] == 0 and impact["successes_lost"]["count"] == 0
     assert impact["immature"]["count"] == 8
     none = CostModel(outcome_horizon_days=0)  # only open or unreported flips are immature
-    impact = dry_run(DRAFT, "refunds", scope="acme", dataset=root, created_at=NOW, cost=none).result.impact
+    impact = dry_run(DRAFT, "refunds", scope="acme", dataset=root, created_at=NOW, cost=none).result["impact"]
     assert impact["failures_caught"]["count"] == 3 and impact["successes_lost"]["count"] == 3
     assert impact["immature"]["count"] == 2
 
@@ -97,7 +97,7 @@ def test_blocked_decisions_the_draft_approves_are_unobservable(tmp_path):
     root = _history(tmp_path, [150, 200, 10], [(2, "succeeded")])
     lenient = rulebook([rule("any", {"field": "amount", "operator": "gte", "value": 0}, "yes", "ANY")],
                        version="3.0.0")
-    impact = dry_run(lenient, "refunds", scope="acme", dataset=root, created_at=NOW).result.impact
+    impact = dry_run(lenient, "refunds", scope="acme", dataset=root, created_at=NOW).result["impact"]
     assert impact["new_approvals_unobservable"] == {"count": 2, "rate": round(2 / 3, 6), "interval_95": wilson(2, 3)}
     assert impact["failures_caught"]["count"] == 0
 

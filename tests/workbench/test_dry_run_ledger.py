@@ -37,15 +37,15 @@ def test_dry_run_reads_the_live_ledger(client, api_key, sample_request, gate_env
     try:
         run = dry_run(draft, "pricing_exception", ledger=ledger, created_at=NOW)
         result = run.result
-        assert result.decisions_total == 6 and result.decisions_unreplayable == 0
-        moved = {(t["from"], t["to"]): t["count"] for t in result.transitions if t["count"]}
+        assert result["decisions_total"] == 6 and result["decisions_unreplayable"] == 0
+        moved = {(t["from"], t["to"]): t["count"] for t in result["transitions"] if t["count"]}
         # 22% (review by default: not within 20%) and 18% enterprise (yes) now hit the ceiling.
         assert moved[("yes", "no")] == 1 and moved[("review", "no")] == 1
-        assert result.outcomes["caught_failures"] == 1
-        assert result.source["kind"] == "ledger" and len(result.source["hash"]) == 64
-        assert "password" not in result.source["location"]
+        assert result["outcomes"]["caught_failures"] == 1
+        assert result["source"]["kind"] == "ledger" and len(result["source"]["hash"]) == 64
+        assert "password" not in result["source"]["location"]
         scoped = dry_run(draft, "pricing_exception", scope="tenant_a", ledger=ledger, created_at=NOW).result
-        assert scoped.transitions == result.transitions
+        assert scoped["transitions"] == result["transitions"]
         try:
             dry_run(draft, "pricing_exception", scope="tenant_b", ledger=ledger, created_at=NOW)
             raise AssertionError("an empty history must be refused")
@@ -55,7 +55,7 @@ def test_dry_run_reads_the_live_ledger(client, api_key, sample_request, gate_env
         swept = sweep(draft, "pricing_exception", ("block_deep_discount", "discount_percent", 0), [16, 40],
                       ledger=ledger)
         assert swept["decisions_replayed"] == 6
-        approvals = {(t["from"], t["to"]): t["count"] for t in result.transitions if t["to"] == "yes"}
+        approvals = {(t["from"], t["to"]): t["count"] for t in result["transitions"] if t["to"] == "yes"}
         assert swept["points"][0]["approvals"]["count"] == sum(approvals.values())
     finally:
         ledger.dispose()
@@ -85,9 +85,9 @@ def test_a_scoped_dry_run_over_the_ledger_reads_only_its_scope(client, issue_key
         run = dry_run(draft, "pricing_exception", scope="tenant_b", ledger=ledger, created_at=NOW)
     finally:
         ledger.dispose()
-    assert (whole.history.scope, run.history.scope, run.result.scope) == (None, "tenant_b", "tenant_b")
-    assert (whole.result.decisions_total, run.result.decisions_total) == (5, 3)
+    assert (whole.history.scope, run.history.scope, run.result["scope"]) == (None, "tenant_b", "tenant_b")
+    assert (whole.result["decisions_total"], run.result["decisions_total"]) == (5, 3)
     assert run.history.decisions.collect().height == 3 and run.history.base.collect().height == 3
     assert sorted(run.history.outcomes.collect()["status"].to_list()) == ["succeeded"]
-    assert sum(t["count"] for t in run.result.transitions) == 3
-    assert whole.result.outcomes["caught_failures"] == 1 and run.result.outcomes["caught_failures"] == 0
+    assert sum(t["count"] for t in run.result["transitions"]) == 3
+    assert whole.result["outcomes"]["caught_failures"] == 1 and run.result["outcomes"]["caught_failures"] == 0

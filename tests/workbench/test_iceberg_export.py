@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from dataclasses import asdict, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -136,7 +136,7 @@ def test_both_layouts_give_identical_reports_and_dry_runs(writer, tmp_path, cata
     recent = [from_dataset(root, scopes=["acme"], policy_id=POLICY, limit=RECENT.limit) for root in (ice, parquet)]
     assert reports(recent[0], "acme") == reports(recent[1], "acme")
     for scope in (None, "initech"):
-        runs = [asdict(dry_run(draft(), POLICY, scope=scope, dataset=root, created_at=CREATED).result)
+        runs = [dry_run(draft(), POLICY, scope=scope, dataset=root, created_at=CREATED).result
                 for root in (ice, parquet)]
         assert runs[0]["decisions_total"] > 0 and runs[0]["decisions_changed"] > 0
         assert runs[0]["source"]["dataset_hash"] != runs[1]["source"]["dataset_hash"]

@@ -16,6 +16,7 @@ from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner, HmacKey, HmacReceiptSigner, b64url_encode
 from gate.protocol.canonical import canonical_bytes, sha256_bytes_hex, sha256_hex
 from workbench.migration import dry_run
+from workbench.migration.baseline import HISTORY
 from workbench.migration.manifest import build_manifest, sign_manifest, signature_payload, verify_manifest
 from workbench.migration.summary import DryRunResult
 
@@ -37,13 +38,14 @@ def _result(**changes) -> DryRunResult:
                                    "first": "x", "last": "y"},
                                   {"policy_version": "1.1.0", "rulebook_hash": "b" * 64, "decisions": 3,
                                    "first": "x", "last": "y"}]}
+    body |= {"impact": None, "baseline": HISTORY.copy(), "notes": [], "inputs_removed": {"count": 0, "by": {}}}
     return DryRunResult(**(body | changes))
 
 
 def test_every_member_of_a_built_manifest():
     result = _result()
     manifest = build_manifest(result, {"verdict": 4, "action": 0, "status": 2, "other": 9}, NOW)
-    dry = result.to_dict() | {"field_changes": {"status": 2, "verdict": 4, "application_verdict": 0, "action": 0,
+    dry = result | {"field_changes": {"status": 2, "verdict": 4, "application_verdict": 0, "action": 0,
                                                 "reason_code": 0, "matched_rule_id": 0}}
     dry["result_hash"] = sha256_hex(dry)
     migration_id = "mig_" + sha256_hex({"draft": "d" * 64, "source": "s" * 64, "scope": "acme"})[:24]

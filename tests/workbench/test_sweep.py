@@ -60,10 +60,10 @@ def test_each_threshold_equals_a_full_dry_run_with_that_threshold(root):
     assert [p["threshold"] for p in result["points"]] == thresholds
     for point in result["points"]:
         full = dry_run(_with(point["threshold"]), "refunds", scope="acme", dataset=root, created_at=NOW).result
-        expected = full.impact
+        expected = full["impact"]
         for name in ("failures_caught", "successes_lost", "review_load_change", "immature", "expected_net_effect"):
             assert point[name] == expected[name], (point["threshold"], name)
-        approvals = sum(t["count"] for t in full.transitions if t["to"] == "yes")
+        approvals = sum(t["count"] for t in full["transitions"] if t["to"] == "yes")
         assert point["approvals"]["count"] == approvals, point["threshold"]
     # Moving the threshold up lets more decisions through the `big` rule.
     counts = [p["approvals"]["count"] for p in result["points"]]
@@ -131,8 +131,8 @@ def test_every_operator_and_unsorted_repeated_thresholds_equal_full_dry_runs(roo
         variant["rules"][1]["condition"]["all"][0]["value"] = point["threshold"]
         full = dry_run(variant, "refunds", scope="acme", dataset=root, created_at=NOW).result
         for name in ("failures_caught", "successes_lost", "review_load_change", "immature", "expected_net_effect"):
-            assert point[name] == full.impact[name], (op, point["threshold"], name)
-        approvals = sum(t["count"] for t in full.transitions if t["to"] == "yes")
+            assert point[name] == full["impact"][name], (op, point["threshold"], name)
+        approvals = sum(t["count"] for t in full["transitions"] if t["to"] == "yes")
         assert point["approvals"]["count"] == approvals, (op, point["threshold"])
 
 
@@ -145,7 +145,7 @@ def test_a_decision_with_several_outcomes_is_classed_by_its_latest(tmp_path):
     for point in result["points"]:
         full = dry_run(_with(point["threshold"]), "refunds", scope="acme", dataset=root, created_at=NOW).result
         for name in ("failures_caught", "successes_lost", "review_load_change", "immature", "expected_net_effect"):
-            assert point[name] == full.impact[name], (point["threshold"], name)
+            assert point[name] == full["impact"][name], (point["threshold"], name)
 
 
 def test_without_facts_rows_every_decision_goes_to_the_scalar_evaluator_and_one_without_facts_is_left_out(tmp_path):
@@ -159,10 +159,10 @@ def test_without_facts_rows_every_decision_goes_to_the_scalar_evaluator_and_one_
     assert result["scalar_rows"] == len(AMOUNTS) - 1
     for point in result["points"]:
         full = dry_run(_with(point["threshold"]), "refunds", scope="acme", dataset=root, created_at=NOW).result
-        assert result["decisions_replayed"] == full.impact["decisions_replayed"] == len(AMOUNTS) - 1
+        assert result["decisions_replayed"] == full["impact"]["decisions_replayed"] == len(AMOUNTS) - 1
         for name in ("failures_caught", "successes_lost", "review_load_change", "immature", "expected_net_effect"):
-            assert point[name] == full.impact[name], (point["threshold"], name)
-        approvals = sum(t["count"] for t in full.transitions if t["to"] == "yes")
+            assert point[name] == full["impact"][name], (point["threshold"], name)
+        approvals = sum(t["count"] for t in full["transitions"] if t["to"] == "yes")
         assert point["approvals"]["count"] == approvals, point["threshold"]
 
 

@@ -242,8 +242,8 @@ def _each_point_is_a_full_dry_run(draft, result, root, cost, *label):
         full = dry_run(variant, "refunds", scope="acme", dataset=root, created_at="2026-11-24T00:00:00.000Z",
                        cost=cost).result
         for name in ("failures_caught", "successes_lost", "review_load_change", "immature", "expected_net_effect"):
-            assert point[name] == full.impact[name], (*label, point["threshold"], name)
-        assert point["approvals"]["count"] == sum(t["count"] for t in full.transitions if t["to"] == "yes")
+            assert point[name] == full["impact"][name], (*label, point["threshold"], name)
+        assert point["approvals"]["count"] == sum(t["count"] for t in full["transitions"] if t["to"] == "yes")
 
 
 def test_an_approving_rule_swept_inside_all_and_any_equals_full_dry_runs(tmp_path):

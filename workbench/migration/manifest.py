@@ -14,6 +14,7 @@ hash and checks the signature against trust anchors only (never a key carried by
 
 from __future__ import annotations
 
+import copy
 import functools
 import hmac
 import json
@@ -32,7 +33,7 @@ from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 from workbench.dataset import iceberg, integrity
 from workbench.dataset.location import DatasetError, open_location
 from workbench.dataset.manifest import DatasetManifest
-from workbench.migration.summary import DryRunBody, DryRunResult
+from workbench.migration.summary import DryRunResult
 
 __all__ = [
     "MIGRATION_SCHEMA_VERSION",
@@ -95,7 +96,7 @@ class MigrationSignature(TypedDict):
     public_key_fingerprint: NotRequired[str]
 
 
-class ManifestDryRun(DryRunBody):
+class ManifestDryRun(DryRunResult):
     """The manifest's `dry_run`: the result, how many replayed decisions each outcome field
     changed for, and the sha256 of the canonical result without `result_hash`."""
 
@@ -105,7 +106,7 @@ class ManifestDryRun(DryRunBody):
 
 # The migration manifest (`rulebook_migration_v1`, schemas/rulebook-migration-v1.schema.json) as
 # `build_manifest` and `sign_manifest` write it. `from` is a keyword: declared by call. `dry_run`
-# is `DryRunResult.to_dict()` with its `field_changes` and `result_hash`.
+# is a copy of the `DryRunResult` with its `field_changes` and `result_hash`.
 MigrationManifest = TypedDict("MigrationManifest", {
     "schema_version": str, "migration_id": str, "rulebook_id": str, "status": str, "compatibility_class": str,
     "from": MigrationFrom, "to": MigrationTo, "expected_drift": ExpectedDrift, "approval": Approval,
@@ -130,25 +131,25 @@ def _unsigned(manifest: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
 def build_manifest(result: DryRunResult, changes: dict[str, int], created_at: str) -> MigrationManifest:
     """The unsigned manifest of a dry-run result. `changes`: how many replayed decisions each
     outcome field changed for (the fields that drift are those with a nonzero count)."""
-    body = result.to_dict()
+    body = copy.deepcopy(result)  # the manifest's own value: nothing it shares changes it later
     field_changes = {name: int(changes.get(name, 0)) for name in _DRIFT_FIELDS}
     dry_run: ManifestDryRun = {**body, "field_changes": field_changes,
                                "result_hash": sha256_hex({**body, "field_changes": field_changes})}
     drifting = [name for name in _DRIFT_FIELDS if changes.get(name, 0)]
-    against = result.baseline.get("rulebook_hash")  # a version baseline names another comparison
-    migration_id = "mig_" + sha256_hex({"draft": result.draft["rulebook_hash"], "source": result.source["hash"],
-                                        "scope": result.scope, **({"baseline": against} if against else {})})[:24]
+    against = result["baseline"].get("rulebook_hash")  # a version baseline names another comparison
+    migration_id = "mig_" + sha256_hex({"draft": result["draft"]["rulebook_hash"], "source": result["source"]["hash"],
+                                        "scope": result["scope"], **({"baseline": against} if against else {})})[:24]
     return {
         "schema_version": MIGRATION_SCHEMA_VERSION,
         "migration_id": migration_id,
-        "rulebook_id": result.rulebook_id,
+        "rulebook_id": result["rulebook_id"],
         "status": "proposed",
         "compatibility_class": "rulebook",
-        "from": {"rulebook_id": result.rulebook_id,
+        "from": {"rulebook_id": result["rulebook_id"],
                  "versions": [{"policy_version": v["policy_version"], "rulebook_hash": v["rulebook_hash"],
-                               "decisions": v["decisions"]} for v in result.history_versions]},
-        "to": {"rulebook_id": result.draft["rulebook_id"], "version": result.draft["version"],
-               "rulebook_hash": result.draft["rulebook_hash"]},
+                               "decisions": v["decisions"]} for v in result["history_versions"]]},
+        "to": {"rulebook_id": result["draft"]["rulebook_id"], "version": result["draft"]["version"],
+               "rulebook_hash": result["draft"]["rulebook_hash"]},
         "expected_drift": {"policy": "requires_approval" if drifting else "none", "fields": drifting},
         "approval": {"status": "pending" if drifting else "not_required"},
         "created_at": created_at,

@@ -1,8 +1,7 @@
 """The dry-run's typed, serializable result, derived from the computed cube.
 
-`DryRunResult` holds only JSON-ready values (the manifest's `dry_run` member is
-`result.to_dict()`), so the reports render it without touching Polars, and the same result is
-signed, written and shown everywhere.
+`DryRunResult` is JSON (the manifest's `dry_run` member is a copy of it), so the reports render it
+without touching Polars, and the same result is signed, written and shown everywhere.
 
 Counts are over decisions of the rulebook in the chosen scope. *Replayed* decisions are the
 ones with facts (vector or scalar); *unreplayable* ones (no facts in the record) are counted in
@@ -12,8 +11,7 @@ their own bucket and take no part in transitions, drift or the review forecast.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import TypedDict, cast
+from typing import TypedDict
 
 import polars as pl
 
@@ -27,7 +25,7 @@ from workbench.migration.history import History, HistorySource
 from workbench.migration.holdcost import HoldCost, hold_cost
 from workbench.migration.impact import CostModel, Impact, impact
 
-__all__ = ["LISTED_FLIP_SCHEMA", "TRANSITION_SCHEMA", "DryRunBody", "DryRunResult", "summarize"]
+__all__ = ["LISTED_FLIP_SCHEMA", "TRANSITION_SCHEMA", "DryRunResult", "summarize"]
 
 # The types of the result's row lists, for a frame built from them (`pl.DataFrame(rows, schema=…)`):
 # never inferred from the first rows, where a column may be null throughout (the newest flips have
@@ -128,8 +126,9 @@ class ReviewLoad(TypedDict):
     hold_cost: HoldCost
 
 
-class DryRunBody(TypedDict):
-    """`DryRunResult.to_dict()`: the result as JSON, one member per field (docs/dry-run.md)."""
+class DryRunResult(TypedDict):
+    """A dry-run's result: JSON, one member per figure (docs/dry-run.md). `summarize` writes it;
+    the manifest's `dry_run` member, the reports, the pages and the notebooks read it as it is."""
 
     rulebook_id: str
     scope: str | None
@@ -159,45 +158,6 @@ class DryRunBody(TypedDict):
     baseline: Baseline
     notes: list[str]
     inputs_removed: InputsRemoved
-
-
-@dataclass(frozen=True)
-class DryRunResult:
-    rulebook_id: str
-    scope: str | None
-    draft: DraftIdentity
-    source: HistorySource
-    history_versions: list[HistoryVersion]
-    decisions_total: int
-    decisions_evaluated: int
-    decisions_unreplayable: int
-    decisions_scalar: int
-    decisions_changed: int
-    decisions_reason_changed: int
-    decisions_rule_changed: int
-    needs_input: int
-    transitions: list[Transition]
-    rule_transitions: list[RuleTransition]
-    drift_by_rule: list[DriftRow]
-    drift_by_reason: list[DriftRow]
-    outcomes: Outcomes
-    review_load: ReviewLoad
-    unreplayable: Unreplayable
-    rules: list[RuleFiring]
-    rules_never_fired_in_history: list[str]
-    rules_never_firing_under_draft: list[str]
-    flips: Flips
-    impact: Impact | None = None
-    # What the old side is (workbench.migration.baseline): a version replayed over the history, or the history.
-    baseline: Baseline = field(default_factory=HISTORY.copy)
-    notes: list[str] = field(default_factory=list)
-    # Decisions whose inputs were removed (retention, erasure): unreplayable, never changed.
-    inputs_removed: InputsRemoved = field(default_factory=lambda: InputsRemoved(count=0, by={}))
-
-    def to_dict(self) -> DryRunBody:
-        """The result as JSON (`DryRunBody`, which names the fields one for one and in their order:
-        tests/workbench/test_dry_run_exact.py holds the two equal), a deep copy."""
-        return cast("DryRunBody", asdict(self))
 
 
 def _source_of(history: History) -> HistorySource:

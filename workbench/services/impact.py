@@ -24,7 +24,7 @@ LIVE_SUMMARY_KEYS = ("draft", "baseline", "decisions_evaluated", "decisions_chan
 
 
 class LiveSummary(TypedDict):
-    """A dry-run's result (`DryRunBody`) reduced to `LIVE_SUMMARY_KEYS`, in their order."""
+    """A dry-run's result (`DryRunResult`) reduced to `LIVE_SUMMARY_KEYS`, in their order."""
 
     draft: DraftIdentity
     baseline: Baseline
@@ -47,7 +47,7 @@ class LiveImpactService:
         what production runs there, reduced to `LIVE_SUMMARY_KEYS` (DryRunError like a dry-run)."""
         run = self.dry_runs.run(draft, rulebook_id, scope=scope, dataset=dataset, trust=trust,
                                 baseline=self.dry_runs.production(scope, rulebook_id))
-        result = run.result.to_dict()
+        result = run.result
         return {"draft": result["draft"], "baseline": result["baseline"],
                 "decisions_evaluated": result["decisions_evaluated"], "decisions_changed": result["decisions_changed"],
                 "decisions_unreplayable": result["decisions_unreplayable"], "impact": result["impact"],

@@ -433,7 +433,7 @@ def test_live_impact_is_the_dry_runs_summary_of_the_draft(workbench_home):
     computed = state.compute_live(draft)
     state.apply_live(computed, draft_hash)
     expected = dry_run(draft, "pricing_exception", scope="acme", dataset=home / "dataset",
-                       created_at="2026-11-24T00:00:00.000Z").result.to_dict()
+                       created_at="2026-11-24T00:00:00.000Z").result
     assert state.live is not None and state.live_hash == draft_hash and state.live_note == ""
     assert state.live["impact"] == expected["impact"]
     assert state.live["decisions_changed"] == expected["decisions_changed"] > 0

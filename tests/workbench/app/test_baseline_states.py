@@ -68,5 +68,5 @@ def test_a_version_published_for_shadow_is_not_the_baseline(workbench_home, tmp_
     state.start_shadow()
     assert "in shadow" in state.message and store.current_rulebook("acme", "pricing_exception")["version"] == "2026-12-09"
     assert store.releases.running_rulebook("acme", "pricing_exception") is None
-    result = store.migration.dry_run("acme", "pricing_exception", draft).result.to_dict()
+    result = store.migration.dry_run("acme", "pricing_exception", draft).result
     assert result["baseline"]["kind"] == "history" and running != "2026-12-09"

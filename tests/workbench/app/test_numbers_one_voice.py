@@ -43,7 +43,7 @@ def test_the_impact_rows_the_reports_and_the_sweep_speak_the_formatter(workbench
     store, _, _ = workbench_home
     draft = _draft(store)
     run = store.migration.dry_run("acme", "pricing_exception", draft)
-    impact = run.result.impact
+    impact = run.result["impact"]
     rows = dict(impact_rows(impact))
     net = impact["expected_net_effect"]
     assert rows["Expected net effect"].startswith(

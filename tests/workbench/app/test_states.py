@@ -250,7 +250,7 @@ def test_migration_compute_writes_no_parameter(workbench_home, tmp_path):
     events = []
     state.param.watch(events.append, list(state.param))
     computed = state.compute(draft)
-    assert events == [] and computed["run"].result.decisions_evaluated > 0
+    assert events == [] and computed["run"].result["decisions_evaluated"] > 0
     state.finish(computed)
     assert not state.running and "decisions replayed" in state.message
     assert {event.name for event in events} >= {"result", "semantic", "message", "running"}

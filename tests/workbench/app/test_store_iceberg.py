@@ -81,7 +81,7 @@ def test_every_figure_of_the_workbench_is_the_same_over_both_layouts(stores):
                                         [10.0, 20.0, 30.0])
                   for store in (parquet, ice)]
         assert plain(sweeps[0]) == plain(sweeps[1])
-        runs = [store.migration.dry_run(scope, POLICY, draft()).result.to_dict() for store in (parquet, ice)]
+        runs = [store.migration.dry_run(scope, POLICY, draft()).result for store in (parquet, ice)]
         assert runs[0]["decisions_total"] > 0 and plain(runs[0]) == plain(runs[1])
 
 

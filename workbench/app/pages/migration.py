@@ -17,7 +17,7 @@ from workbench.app.state.migration import Computed, MigrationState, Refused
 from workbench.migration.baseline import compared_with
 from workbench.migration.holdcost import hold_cost_text
 from workbench.migration.impact import impact_rows
-from workbench.migration.summary import DryRunBody
+from workbench.migration.summary import DryRunResult
 from workbench.reports.textsafe import md_text
 
 DEFAULT_RULE = "(default outcome)"  # a null rule id: no rule matched (or needs_input)
@@ -33,7 +33,7 @@ def table(rows: Sequence[Mapping[str, object]]) -> pd.DataFrame:
     return frame
 
 
-def transition_matrix(result: DryRunBody) -> pd.DataFrame:
+def transition_matrix(result: DryRunResult) -> pd.DataFrame:
     """Baseline verdict (rows: the current version's, or the history's) × draft verdict (columns),
     from the result's `transitions`."""
     counts = {(t["from"], t["to"]): t["count"] for t in result["transitions"]}
@@ -42,7 +42,7 @@ def transition_matrix(result: DryRunBody) -> pd.DataFrame:
                         index=[f"{old_side}: {old}" for old in VERDICTS])
 
 
-def _result_view(result: DryRunBody | None) -> pn.viewable.Viewable:
+def _result_view(result: DryRunResult | None) -> pn.viewable.Viewable:
     if not result:
         return pn.pane.Markdown("*Run a dry-run to see the draft's impact on history.*")
     review = result["review_load"]

@@ -4,6 +4,7 @@ dry-run beside the exact semantic diff, one-click export of the manifest and rep
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from pathlib import Path
@@ -44,7 +45,7 @@ class MigrationState(param.Parameterized):
     scope = param.String(default="")
     rulebook_id = param.String(default="")
     running = param.Boolean(default=False)
-    result = param.Dict(default=None, allow_None=True, doc="DryRunResult.to_dict()")
+    result = param.Dict(default=None, allow_None=True, doc="a copy of the last DryRunResult")
     semantic = param.Dict(default=None, allow_None=True, doc="exact semantic diff, current → draft")
     exported = param.Dict(default=None, allow_None=True, doc="name → path of the written files")
     promoted = param.Dict(default=None, allow_None=True)
@@ -126,7 +127,7 @@ class MigrationState(param.Parameterized):
             else:
                 run = computed["run"]
                 self._run, self.semantic, self.seconds = run, computed["semantic"], computed["seconds"]
-                self.result = run.result.to_dict()
+                self.result = copy.deepcopy(run.result)  # the page's own copy, as the run's result stays the run's
                 self.message = (f"{self.result['decisions_evaluated']} decisions replayed, "
                                 f"{self.result['decisions_changed']} change verdict ({self.seconds:.2f} s), "
                                 f"{compared_with(self.result['baseline'])}")
@@ -140,7 +141,7 @@ class MigrationState(param.Parameterized):
         if self._run is None:
             self.message = "run a dry-run first"
             return
-        out = self.export_root / f"{self._run.result.rulebook_id}-{int(time.time() * 1000)}"
+        out = self.export_root / f"{self._run.result['rulebook_id']}-{int(time.time() * 1000)}"
         try:
             self.exported = self.store.migration.export_migration(self._run, out)
         except DryRunError as refused:  # the rule of `gate dry-run`: signed, or not written

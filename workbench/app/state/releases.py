@@ -49,7 +49,7 @@ def arm_shares(state: ReleaseStateJSON | None, action: str, version: str, percen
 
 
 def impact_text(result: Mapping[str, JsonValue] | None, rulebook_id: str, version: str) -> str:
-    """The impact headline of this session's dry-run (`DryRunResult.to_dict()`) of exactly this
+    """The impact headline of this session's dry-run (a `DryRunResult`) of exactly this
     version, or why there is none."""
     draft = result.get("draft") if result else None
     if not result or result.get("rulebook_id") != rulebook_id or not isinstance(draft, dict) \
