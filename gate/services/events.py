@@ -203,12 +203,14 @@ class EventService:
             raise GateError("EVENT_SUBSCRIPTION_LIMIT", f"a scope has at most {MAX_SUBSCRIPTIONS_PER_SCOPE} "
                             "subscriptions; delete one first")
         secret = signatures.new_secret()
-        row: NewSubscription = {"subscription_id": "sub_" + secrets.token_hex(12), "scope": scope, "url": stated["url"],
-               "event_types": canonical_text(types), "secret": secret, "previous_secret": None,
-               "previous_until": None, "status": "active", "disabled_reason": None,
-               "cursor": self.outbox.head(scope) if start == "now" else 0, "attempts": 0,
-               "failing_since": None, "next_attempt_at": None, "lease_owner": None, "lease_until": None,
-               "created_at": iso_ms(self.clock.now()), "created_by": actor, "sign_ed25519": int(ed25519)}
+        row: NewSubscription = {
+            "subscription_id": "sub_" + secrets.token_hex(12), "scope": scope, "url": stated["url"],
+            "event_types": canonical_text(types), "secret": secret, "previous_secret": None,
+            "previous_until": None, "status": "active", "disabled_reason": None,
+            "cursor": self.outbox.head(scope) if start == "now" else 0, "attempts": 0,
+            "failing_since": None, "next_attempt_at": None, "lease_owner": None, "lease_until": None,
+            "created_at": iso_ms(self.clock.now()), "created_by": actor, "sign_ed25519": int(ed25519),
+        }
         return row, secret
 
     def _owned(self, scope: str, subscription_id: object) -> SubscriptionRow:
