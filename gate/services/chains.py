@@ -501,7 +501,8 @@ def packet_chain_excerpt(service: AuditChainService, decision_id: str, chain_lim
     size, position = head["size"], link_row["chain_position"]
     head_link_hash, merkle_root = head["head_link_hash"], head["merkle_root"]
     if head_link_hash is None or merkle_root is None:
-        # A consistent head over a chain holding this record's link names its link and root.
+        # `consistent_head` already names such a head (chain_head.head_link_hash, .merkle_root):
+        # this narrows the nullable columns' type and stays closed should that check ever change.
         raise GateError("CHAIN_INTEGRITY_FAILED", "the stored chain head does not cover this record's link; no "
                         "proof material is served from it", chain_id=chain_id, failed_checks=["head_covers_record"])
     first, last = chain_window(position, size, chain_limit)

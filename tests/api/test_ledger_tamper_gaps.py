@@ -99,6 +99,24 @@ def test_a_head_size_rolled_back_is_named_not_a_500(app, client, api_key, sample
         assert "chain_head.size" in response.json["failed_checks"]
 
 
+def test_a_head_with_its_link_hash_and_root_nulled_is_named_not_a_500(app, client, api_key, sample_request):
+    """The head's link hash and root are nullable columns (a chain's head is written with none
+    before its first link): nulled under a chain that holds links, no proof material is served
+    from it and the view shows the nulls as stored, never a 500."""
+    records = [decide(client, api_key, sample_request) for _ in range(2)]
+    chain_id = records[0]["audit_chain"]["chain_id"]
+    sql(app, "UPDATE chain_heads SET head_link_hash = NULL, merkle_root = NULL")
+
+    for record in records:
+        response = client.get(f"/api/decision/{record['decision_id']}/packet", headers={"x-api-key": api_key})
+        assert response.status_code == 409, response.json
+        assert response.json["error"] == "CHAIN_INTEGRITY_FAILED" and response.json["c"] == "unclear"
+        assert {"chain_head.head_link_hash", "chain_head.merkle_root"} <= set(response.json["failed_checks"])
+    shown = view(client, api_key, chain_id)
+    assert (shown["head_link_hash"], shown["merkle_root"]) == (None, None)
+    assert shown["verification"]["valid"] is False and shown["checkpoint"] is None
+
+
 def test_a_head_rewritten_to_an_older_link_is_named(app, client, api_key, sample_request):
     """The head is made to name link 2 of 3 (size, hashes and peaks all rewritten): link 3 and
     its nodes are still stored, so the head contradicts the chain."""
