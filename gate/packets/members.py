@@ -58,15 +58,20 @@ class InclusionProof(TypedDict):
     proof: list[str]
 
 
-class ChainState(TypedDict):
-    """A decision chain as of its head: which chain, its versions, its size, its Merkle root and its
-    head link, as the packet's `audit_chain` and the chain view of `GET /api/decision/chains/{id}`
-    both state it."""
+class ChainIdentity(TypedDict):
+    """Which decision chain, its versions and its size, as the packet's `audit_chain` and the chain
+    view of `GET /api/decision/chains/{id}` both state them."""
 
     chain_id: str
     decision_chain_version: str
     merkle_strategy: str
     chain_size: int
+
+
+class ChainState(ChainIdentity):
+    """A decision chain as of its head: its identity, its Merkle root and its head link (the chain
+    view states them as stored, where a tampered head may hold nulls)."""
+
     merkle_root: str
     head_link_hash: str
 

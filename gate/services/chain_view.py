@@ -21,6 +21,7 @@ from gate.ledger import Ledger
 from gate.ledger.chains import ChainHeadRow, ChainLinkRow
 from gate.ledger.lifecycle import LifecycleStore
 from gate.ledger.records import DecisionHashes
+from gate.packets.members import ChainIdentity
 from gate.privacy.removal import remainder_receipt_hash, removed
 from gate.protocol.records import record_hash
 from gate.services.chains import (
@@ -91,16 +92,12 @@ class ChainVerification(TypedDict):
     failures: list[ViewFailure]
 
 
-class ChainView(TypedDict):
-    """`chain_view`: the caller's chain and its verification from storage. The head's members as
-    stored: a packet's `audit_chain` states the same ones (`gate.packets.members.ChainState`), but
-    here a tampered head may hold a null link hash or root, which the view shows and names."""
+class ChainView(ChainIdentity):
+    """`chain_view`: the caller's chain and its verification from storage. The head's root and
+    link as stored: a packet's `audit_chain` states them as strings (`ChainState`), but here a
+    tampered head may hold nulls, which the view shows and names."""
 
     ok: bool
-    chain_id: str
-    decision_chain_version: str
-    merkle_strategy: str
-    chain_size: int
     merkle_root: str | None
     head_link_hash: str | None
     tree: ChainTree
