@@ -88,10 +88,8 @@ def _refuse_route(ticketing_system: str, workflow: str, token: str | None) -> No
 
 def _read_request(ticketing_system: str, workflow: str) -> WorkflowRequest:
     override = _override_key()
-    body = read_json(request, MAX_BODY_BYTES, max_depth=MAX_DEPTH)
-    if not isinstance(body, dict):
-        raise ArgumentsInvalid([{"field": "body", "code": "invalid_type", "message": "must be a JSON object"}])
-    return WorkflowRequest(ticketing_system, workflow, body, override)
+    return WorkflowRequest(ticketing_system, workflow, read_json(request, MAX_BODY_BYTES, max_depth=MAX_DEPTH),
+                           override)
 
 
 @routes.route(Endpoint(

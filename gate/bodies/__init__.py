@@ -98,10 +98,45 @@ def _validator_class() -> Any:
 
 @cache
 def schema(name: str) -> Mapping[str, Any]:
-    """The schema `<name>.schema.json` of this package (read once; never mutate it)."""
-    text = resources.files(__package__).joinpath(f"{name}.schema.json").read_text(encoding="utf-8")
+    """The schema `<name>.schema.json` of this package, or the composition a `+` names
+    (`composed`): read once; never mutate it."""
+    text = _composition(name) if "+" in name else \
+        resources.files(__package__).joinpath(f"{name}.schema.json").read_text(encoding="utf-8")
     loaded: dict[str, Any] = json.loads(text)
     return loaded
+
+
+def composed(base: str, source: str, members: Sequence[str]) -> str:
+    """The name of `<base>` with `members` of `<source>` added, for `schema`, `validator`, `check`
+    and `problems`: a body made of one schema's members and a few of another's, each member
+    stated once in its own file (a workflow's body is its check's arguments and the workflow's
+    `ticket_id`)."""
+    return f"{base}+{source}.{','.join(members)}"
+
+
+def _composition(name: str) -> str:
+    """`<base>+<source>.<member>,…` as JSON text: `<base>`'s schema with the named members of
+    `<source>`'s top level added after its own (each required where `<source>` requires it, so
+    `problems` lists them after `<base>`'s), and `<source>`'s top-level `x-refusal` and `x-error`
+    entries in place of `<base>`'s for the same failing keyword (both must state them by keyword).
+    A member `<base>` already has, or one `<source>` lacks, is a programming error (ValueError)."""
+    base_name, _, added = name.partition("+")
+    source_name, _, listed = added.partition(".")
+    base, source, members = schema(base_name), schema(source_name), listed.split(",")
+    known, offered = base.get("properties", {}), source.get("properties", {})
+    if not all(member and member not in known and member in offered for member in members):
+        raise ValueError(f"{name}: each added member must be new to {base_name} and stated by {source_name}")
+    document = {key: value for key, value in base.items() if key not in ("$id", "title", "description")}
+    document["properties"] = {**known, **{member: offered[member] for member in members}}
+    document["required"] = [*base.get("required", ()),
+                            *(member for member in members if member in source.get("required", ()))]
+    for annotation in ("x-refusal", "x-error"):
+        parts = [part for part in (base.get(annotation), source.get(annotation)) if part is not None]
+        if any(not isinstance(part, Mapping) or "code" in part for part in parts):
+            raise ValueError(f"{name}: a composed schema's top-level {annotation} must be stated by keyword")
+        if parts:
+            document[annotation] = {keyword: stated for part in parts for keyword, stated in part.items()}
+    return json.dumps(document)
 
 
 @cache
@@ -412,6 +447,7 @@ __all__ = [
     "check_event_data",
     "checked",
     "closed_members",
+    "composed",
     "error_items",
     "event_types",
     "event_validator",

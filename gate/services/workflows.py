@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypedDict
 
+from gate import bodies
 from gate.errors import GateError
 from gate.ledger import Ledger
 from gate.ledger.workflows import WorkflowStore
@@ -30,7 +30,6 @@ from gate.strict_json import JsonValue
 WORKFLOWS = {"refund": "refund", "cancel": "cancellation", "return": "return", "trial": "trial"}
 TICKETING_SYSTEMS = ("freshdesk", "front", "gorgias", "helpscout", "hubspot", "intercom", "jira",
                      "kustomer", "salesforce", "servicenow", "zendesk")
-_TICKET = re.compile(r"^[\x21-\x7e]{1,200}$")
 _TAG = re.compile(r"[^a-z0-9]+")
 # The API's JSON writer (api.jsonio.dumps): the answer is stored and served as these bytes.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -51,19 +50,18 @@ _MACROS = {
 }
 
 
-def ticket_id(body: Mapping[str, JsonValue]) -> str:
-    """The body's `ticket_id`: 1 to 200 visible ASCII characters, or a non-negative integer."""
-    value = body.get("ticket_id")
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)  # JSON has one number type: 5.0 is the integer 5 (as JSON Schema reads it)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        value = str(value)
-    if value is None or not isinstance(value, str) or not _TICKET.fullmatch(value):
-        code = "required" if value is None else "invalid_value"
-        raise ArgumentsInvalid([{"field": "ticket_id", "code": code,
-                                 "message": "ticket_id is required: 1 to 200 visible ASCII characters, or a "
-                                            "non-negative integer"}])
-    return value
+def body_schema(service: str) -> str:
+    """The schema a workflow's body is checked by (`gate.bodies.composed`): its policy check's
+    arguments (`policy-check-<service>`, the one statement of them) with the workflow's
+    `ticket_id` (`workflow.schema.json`, which also states a body that is not an object)."""
+    return bodies.composed(f"policy-check-{service}", "workflow", ("ticket_id",))
+
+
+def ticket_text(value: JsonValue) -> str:
+    """A ticket id its schema took (1 to 200 visible ASCII characters, or a whole number) as the
+    answer and the default idempotency key write it: a number in decimal digits (JSON has one
+    number type: 5.0 is the ticket 5, as JSON Schema reads an integer)."""
+    return str(int(value)) if isinstance(value, int | float) else str(value)
 
 
 def _tag(*parts: str) -> str:
@@ -126,7 +124,7 @@ def ticket_annotations(workflow: str, result: CheckResult) -> TicketAnnotations:
 class WorkflowRequest:
     ticketing_system: str
     workflow: str
-    body: dict[str, JsonValue]
+    body: JsonValue  # as read; `evaluate` checks it
     override_key: str | None  # Idempotency-Key / x-idempotency-key, already checked by the shell
 
 
@@ -169,11 +167,15 @@ class WorkflowService:
         return self.checks.spec_for_service(WORKFLOWS[workflow]).tool
 
     def evaluate(self, run: WorkflowRequest) -> tuple[str, CheckResult]:
-        """The ticket id and the check's result (pure). Raises `ArgumentsInvalid` or `CheckFailed`."""
-        tool = self.tool(run.workflow)
-        ticket = ticket_id(run.body)
+        """The ticket id and the check's result (pure). Raises `ArgumentsInvalid` naming every
+        problem of the body (`body_schema`: the check's arguments and the ticket id, unknown
+        members first), or `CheckFailed`."""
+        spec = self.checks.spec_for_service(WORKFLOWS[run.workflow])
+        errors = bodies.problems(body_schema(spec.service), run.body)
+        if errors or not isinstance(run.body, dict):
+            raise ArgumentsInvalid(errors)
         arguments = {k: v for k, v in run.body.items() if k != "ticket_id"}
-        return ticket, self.checks.check(tool, arguments)
+        return ticket_text(run.body["ticket_id"]), self.checks.check(spec.tool, arguments)
 
     def store_answer(self, run: WorkflowRequest, ticket: str, result: CheckResult) -> WorkflowAnswer:
         """Store the answer once per key: the stored bytes are what every later replay answers."""
@@ -202,6 +204,7 @@ __all__ = [
     "WorkflowAnswer",
     "WorkflowRequest",
     "WorkflowService",
+    "body_schema",
     "ticket_annotations",
-    "ticket_id",
+    "ticket_text",
 ]

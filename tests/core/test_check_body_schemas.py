@@ -2,10 +2,12 @@
 
 The policy checks' arguments are checked by their schema alone (`gate.bodies.problems` lists
 every problem at once: 400 REQUEST_INVALID, or MCP's invalid params with `data.errors`); what it
-accepts must normalize to usable ids. The workflow and the pilot are still checked by hand, which
-lists every problem of a body at once; this holds each of their files (the OpenAPI components) to
-accept exactly the bodies its check accepts, over generated bodies drawn from values at the edges
-of each member.
+accepts must normalize to usable ids. A workflow's body is its check's schema with the workflow
+file's `ticket_id` added (`gate.bodies.composed`), checked the same way; the workflow's file (the
+OpenAPI component, the union of the four) is held to accept exactly what some workflow accepts.
+The pilot is still checked by hand, which lists every problem of a body at once; this holds its
+file to accept exactly the bodies its check accepts. Both over generated bodies drawn from values
+at the edges of each member.
 """
 
 from __future__ import annotations
@@ -24,14 +26,14 @@ from gate import bodies
 from gate.errors import GateError
 from gate.services.operations import PILOT_USE_CASES, validate_submission
 from gate.services.policychecks import CHECKS, MAX_DAYS, ArgumentsInvalid, validate_arguments
-from gate.services.workflows import ticket_id
+from gate.services.workflows import body_schema
 
 ARGUMENTS: dict[str, tuple[list[Any], list[Any]]] = {  # member: (taken, refused)
     "vendor": (["Adobe", " best buy ", "x" * 100, "\u0130"], ["", "   ", "--", "x" * 101, None, 3]),
     "region": (["US", "de"], ["USA", "U", "1A", "\u00c0B", None, 1]),
     "plan": (["annual", "a" * 64], ["", "---", "a" * 65, None, 2]),
     "days_since_purchase": ([0, 3, 2.5, MAX_DAYS], [-1, MAX_DAYS + 0.5, "3", True, None]),
-    "ticket_id": (["T-1", 0, 42, "~" * 200], ["", "a b", "~" * 201, -1, 1.5, True, None]),
+    "ticket_id": (["T-1", 0, 42, 7.0, "~" * 200], ["", "a b", "~" * 201, -1, 1.5, True, None]),
 }
 PILOT: dict[str, tuple[list[Any], list[Any]]] = {
     "company": (["Acme", "x" * 200], ["", "   ", "x" * 201, "a\u0000b", None, 1]),
@@ -116,13 +118,8 @@ def test_the_mcp_tool_s_input_schema_is_the_file():
 
 
 def _workflow_accepts(body: Any) -> bool:
-    """Whether some workflow takes `body`: its ticket id, then its check's arguments."""
-    try:
-        ticket_id(body)
-    except ArgumentsInvalid:
-        return False
-    arguments = {key: value for key, value in body.items() if key != "ticket_id"}
-    return any(_arguments_accepted(spec, arguments) for spec in CHECKS)
+    """Whether some workflow takes `body`: its check's schema with the ticket id."""
+    return any(not bodies.problems(body_schema(spec.service), body) for spec in CHECKS)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -177,3 +174,18 @@ def test_a_missing_member_is_answered_alike_by_check_and_by_problems():
     stated = [{"field": "vendor", "code": "required", "message": "vendor is required"}]
     assert refused.value.details["errors"] == stated == bodies.problems("policy-check-trial", {})
     assert refused.value.message == "vendor: a vendor name of 1 to 100 characters with a letter or digit"
+
+
+def test_a_composed_schema_adds_only_new_members_its_source_states():
+    """`gate.bodies.composed`: a member the base already has, or one its source does not state, is
+    a programming error; a composition adds the source's members after the base's, required where
+    the source requires them, and takes the source's top-level refusals by keyword."""
+    for members in (("vendor",), ("nowhere",), ("",)):
+        with pytest.raises(ValueError, match="must be new"):
+            bodies.schema(bodies.composed("policy-check-trial", "workflow", members))
+    document = bodies.schema(body_schema("trial"))
+    assert list(document["properties"]) == ["vendor", "region", "plan", "ticket_id"]
+    assert document["required"] == ["vendor", "ticket_id"] and document["additionalProperties"] is False
+    assert document["x-error"]["type"]["field"] == "body"  # the workflow's, in place of the check's
+    assert document["x-error"]["additionalProperties"]["code"] == "unknown_field"  # the check's, kept
+    assert "ticket_id" not in bodies.schema("policy-check-trial")["properties"]  # the base is not changed

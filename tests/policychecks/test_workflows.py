@@ -140,6 +140,28 @@ def test_missing_or_bad_fields_are_400_and_store_nothing(app, body, field):
     assert "policy_class" not in response.json and runs(app) == 0
 
 
+@pytest.mark.parametrize("workflow, body, items", [
+    # every problem at once: the unknown members first (sorted), then the check's members in its
+    # schema's order, then the ticket id (the workflow's own member, added after the check's)
+    ("refund", {"zz": 1, "aa": 2, "vendor": "", "ticket_id": "a b"},
+     [("aa", "unknown_field"), ("zz", "unknown_field"), ("vendor", "invalid_value"),
+      ("days_since_purchase", "required"), ("ticket_id", "invalid_value")]),
+    ("refund", {}, [("vendor", "required"), ("days_since_purchase", "required"), ("ticket_id", "required")]),
+    # the days are the refund's and the return's: another workflow's body refuses them as unknown
+    ("cancel", {**WORKFLOW_BODY, "ticket_id": None}, [("days_since_purchase", "unknown_field"),
+                                                      ("ticket_id", "invalid_value")]),
+    ("trial", {"vendor": "netflix", "ticket_id": 5.5}, [("ticket_id", "invalid_value")]),
+    ("trial", {"vendor": "netflix", "ticket_id": -1}, [("ticket_id", "invalid_value")]),
+    ("return", ["x"], [("body", "invalid_type")]),
+    ("return", "text", [("body", "invalid_type")]),
+])
+def test_every_problem_of_a_workflow_body_is_named_once_in_order(app, workflow, body, items):
+    response = post(app.test_client(), workflow=workflow, body=body)
+    assert (response.status_code, response.json["error"]) == (400, "REQUEST_INVALID")
+    assert [(item["field"], item["code"]) for item in response.json["errors"]] == items
+    assert all(item["message"] for item in response.json["errors"]) and runs(app) == 0
+
+
 @pytest.mark.parametrize("system, workflow, field", [("fax", "refund", "ticketing_system"),
                                                      ("zendesk", "warranty", "workflow"),
                                                      ("Zendesk", "refund", "ticketing_system")])
