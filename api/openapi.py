@@ -345,7 +345,7 @@ def openapi_document() -> OpenApiDocument:
         },
         "x-error-codes": {code: {"status": status, "v": word} for code, (status, word) in sorted(ERROR_TABLE.items())},
     }
-    return P.resolve_printable(document)
+    return bodies.resolved(document)  # the patterns' placeholders, as this interpreter reads text
 
 
 # Issue 18 item 8: how request text is read, whatever the route.

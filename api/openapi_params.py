@@ -8,16 +8,16 @@ refuses is refused (`tests/api/test_schemathesis.py` runs both directions over t
 
 Patterns are written for both Python `re` and ECMA-262 (no look-behind, no `\\p{…}`); the
 printable-text pattern is built from the running interpreter's own `str.isprintable`, the
-check the routes make, so the two cannot drift.
+check the routes make, so the two cannot drift (`gate.bodies.PRINTABLE_RUN`, resolved when the
+document is first served).
 """
 
 from __future__ import annotations
 
-import sys
-from functools import lru_cache
-from typing import TypedDict, TypeVar, cast
+from typing import TypedDict
 
 from gate import vocabulary as C
+from gate.bodies import PRINTABLE_RUN
 from gate.packets.common import LIMIT_MAX, LIMIT_MIN
 from gate.reports.params import PARAMS as REPORT_PARAMS
 from gate.services.workflows import TICKETING_SYSTEMS, WORKFLOWS
@@ -41,48 +41,7 @@ INT_ARG_MAX = 10**18 - 1
 MAX_POLICY_ID = 120  # api.routes.reports and api.routes.operations (policy-alerts)
 
 
-def _escape(code: int) -> str:
-    return f"\\u{code:04x}" if code <= 0xFFFF else chr(code)
-
-
-@lru_cache(maxsize=1)
-def _not_printable_class() -> str:
-    """A character class of every code point `str.isprintable` refuses (ranges, in order)."""
-    # Surrogates cannot occur in a decoded URL or JSON text, so they are left out of the class.
-    codes = [code for code, char in enumerate(map(chr, range(sys.maxunicode + 1)))
-             if not char.isprintable() and not 0xD800 <= code <= 0xDFFF]
-    ranges: list[list[int]] = []
-    for code in codes:
-        if ranges and ranges[-1][1] == code - 1:
-            ranges[-1][1] = code
-        else:
-            ranges.append([code, code])
-    parts = [_escape(low) if low == high else f"{_escape(low)}-{_escape(high)}" for low, high in ranges]
-    return "[^" + "".join(parts) + "]"
-
-
 PRINTABLE_FORMAT = "printable"
-# The class above takes a fifth of a second to build, so schemas hold this placeholder and the
-# document is resolved once, when first served (`resolve_printable`); importing the app stays cheap.
-_PRINTABLE_RUN = "\x00printable-run\x00"
-_Shape = TypeVar("_Shape")
-
-
-def resolve_printable(value: _Shape) -> _Shape:
-    """`value` (a schema or document) with every printable placeholder replaced by its pattern:
-    the same shape, a placeholder string replaced by a string."""
-    return cast(_Shape, _resolved(value))
-
-
-def _resolved(value: object) -> object:
-    if value == _PRINTABLE_RUN:
-        return f"^{_not_printable_class()}*$"
-    if isinstance(value, dict):
-        return {key: _resolved(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_resolved(item) for item in value]
-    return value
-
 
 
 def printable(low: int, high: int, description: str) -> ParameterSchema:
@@ -90,7 +49,7 @@ def printable(low: int, high: int, description: str) -> ParameterSchema:
     separator characters other than the space, no unassigned code points). The pattern is
     exact; `format: printable` names it for people and generators."""
     return {"type": "string", "format": PRINTABLE_FORMAT, "minLength": low, "maxLength": high,
-            "pattern": _PRINTABLE_RUN, "description": description}
+            "pattern": PRINTABLE_RUN, "description": description}
 
 
 def text(description: str = "") -> ParameterSchema:

@@ -6,7 +6,7 @@ Rows (median of N, wall time, `time.perf_counter`):
 - URL check: `api.query.undecodable_url_part` on that request's WSGI environ (the UTF-8 check
   every request now pays), and on a long query (2 KiB of percent-encoded UTF-8);
 - printable class: building the `str.isprintable` character class the document's printable
-  patterns use (`api.openapi_params`), paid once per process when `/openapi.json` is first served;
+  patterns use (`gate.bodies.unprintable_class`), paid once per process when `/openapi.json` is first served;
 - document: `openapi_document()` built from scratch (class included), against the request baseline.
 
 `/proc/loadavg` is printed before and after: the machine is shared, so compare ratios, not times.
@@ -46,8 +46,9 @@ def main() -> None:
                        "GATE_HMAC_SECRET": "bench-secret-" + "x" * 32, "GATE_AUTO_MIGRATE": "1"})
     from werkzeug.test import EnvironBuilder
 
-    from api import openapi, openapi_params
+    from api import openapi
     from api.query import undecodable_url_part
+    from gate import bodies
     from gate_cli.served_app import create_app
 
     client = create_app().test_client()
@@ -58,13 +59,13 @@ def main() -> None:
     check_long = _median(lambda: undecodable_url_part(long_query), args.runs * 10)
 
     def build_class() -> None:
-        openapi_params._not_printable_class.cache_clear()
-        openapi_params._not_printable_class()
+        bodies.unprintable_class.cache_clear()
+        bodies.unprintable_class()
 
     def build_document() -> None:
         openapi.openapi_document.cache_clear()
         openapi.endpoints.cache_clear()  # the routes' declarations, gathered and their charges added
-        openapi_params._not_printable_class.cache_clear()
+        bodies.unprintable_class.cache_clear()
         openapi.openapi_document()
 
     printable = _median(build_class, 5)

@@ -21,16 +21,24 @@ do) takes them from `x-error` beside the `x-refusal` that answers (the same keys
 an object of items by failing keyword): `field` defaults to where the node is (`$` at the top),
 and `"field": "*unknown"` lists one item per member the node does not know; `{unknown}` in the
 refusal's sentence is those members, comma-separated (issue 66, item 1).
+
+A pattern may hold placeholders for what the running interpreter's own text rules are (so the
+schema and the code that reads the value cannot drift): `\\u0000unprintable\\u0000` is the contents
+of a character class of every code point `str.isprintable` refuses, `\\u0000space\\u0000` of every
+one `str.strip` removes, and a whole pattern `\\u0000printable-run\\u0000` is a run of printable
+characters. The validator reads them resolved (`resolved`), and so does the served document;
+building the first class takes about a fifth of a second, so it is built when first needed.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
 from gate.errors import GateError
 
@@ -82,6 +90,63 @@ def _Validator(document: Mapping[str, Any]) -> Validator:  # a validator of the 
     return _validator_class()(document)
 
 
+PRINTABLE_RUN = "\x00printable-run\x00"  # a whole pattern: 0 or more printable characters
+_UNPRINTABLE, _SPACE = "\x00unprintable\x00", "\x00space\x00"
+
+
+def _escape(code: int) -> str:
+    return f"\\u{code:04x}" if code <= 0xFFFF else chr(code)
+
+
+def _class_of(test: Callable[[str], bool]) -> str:
+    """The contents of a character class of every code point `test` takes, as ranges in order
+    (surrogates left out: they cannot occur in decoded JSON text or a URL)."""
+    ranges: list[list[int]] = []
+    for code in range(sys.maxunicode + 1):
+        if 0xD800 <= code <= 0xDFFF or not test(chr(code)):
+            continue
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    return "".join(_escape(low) if low == high else f"{_escape(low)}-{_escape(high)}" for low, high in ranges)
+
+
+@cache
+def unprintable_class() -> str:
+    """The contents of a class of every code point `str.isprintable` refuses."""
+    return _class_of(lambda char: not char.isprintable())
+
+
+@cache
+def _space_class() -> str:
+    return _class_of(str.isspace)  # what `str.strip()` removes: `re`'s own `\\s`, by code point
+
+
+_Shape = TypeVar("_Shape")
+
+
+def resolved(value: _Shape) -> _Shape:
+    """`value` (a schema or a document) with every placeholder replaced (see the module's
+    docstring): the same shape; a value with none is answered as it is."""
+    return cast(_Shape, _resolved(value))
+
+
+def _resolved(value: object) -> object:
+    if isinstance(value, str):
+        if value == PRINTABLE_RUN:
+            return f"^[^{unprintable_class()}]*$"
+        if "\x00" in value:
+            value = value.replace(_UNPRINTABLE, unprintable_class()) if _UNPRINTABLE in value else value
+            return value.replace(_SPACE, _space_class()) if _SPACE in value else value
+        return value
+    if isinstance(value, Mapping):
+        return {key: _resolved(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_resolved(item) for item in value]
+    return value
+
+
 @cache
 def _validator_class() -> Any:
     """Draft 2020-12 with ECMA patterns and whole-number integers. `jsonschema` is imported here,
@@ -98,8 +163,13 @@ def _validator_class() -> Any:
 
 @cache
 def schema(name: str) -> Mapping[str, Any]:
-    """The schema `<name>.schema.json` of this package, or the composition a `+` names
-    (`composed`): read once; never mutate it."""
+    """The schema `<name>.schema.json` of this package, one of its `$defs` (`<name>#<definition>`,
+    a body a route tells apart before checking it: it refers to nothing outside itself), or the
+    composition a `+` names (`composed`): read once; never mutate it."""
+    if "#" in name:
+        file, _, definition = name.partition("#")
+        node: Mapping[str, Any] = schema(file)["$defs"][definition]
+        return node
     text = _composition(name) if "+" in name else \
         resources.files(__package__).joinpath(f"{name}.schema.json").read_text(encoding="utf-8")
     loaded: dict[str, Any] = json.loads(text)
@@ -144,7 +214,7 @@ def validator(name: str) -> Validator:
     """The cached validator of `<name>` (the schema itself is checked against the metaschema once)."""
     from jsonschema import Draft202012Validator
 
-    document = schema(name)
+    document = resolved(schema(name))  # its patterns' placeholders, as this interpreter reads text
     Draft202012Validator.check_schema(document)
     return _Validator(document)
 
@@ -441,6 +511,7 @@ def path_text(path: Sequence[Any]) -> str:
 __all__ = [
     "EVENT_DATA",
     "MAX_MESSAGE",
+    "PRINTABLE_RUN",
     "ErrorItem",
     "EventDataInvalid",
     "check",
@@ -458,6 +529,8 @@ __all__ = [
     "problems",
     "quick_event_check",
     "refusal",
+    "resolved",
     "schema",
+    "unprintable_class",
     "validator",
 ]

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, NotRequired, TypedDict
 
+from gate.bodies import problems
 from gate.clock import Clock, iso_ms
 from gate.errors import GateError
 from gate.ledger import Ledger
@@ -34,8 +35,9 @@ from gate.strict_json import JsonValue
 
 PILOT_USE_CASES = ("pricing_exception", "refund_review", "agent_action_gate", "crm_writeback_gate",
                    "policy_checks", "other")
-PILOT_FIELDS = {"company": 200, "contact_name": 200, "contact_email": 254, "use_case": 40, "notes": 2000}
-_EMAIL = re.compile(r"^[^@\s\x00-\x1f]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?)+$")
+# The two bodies of POST /api/pilot, each checked by its schema alone (gate/bodies/pilot.schema.json).
+PILOT_SUBMISSION, PILOT_CONFIRMATION = "pilot#submission", "pilot#confirmation"
+PILOT_TEXT = ("company", "contact_name", "contact_email", "use_case")  # required, read stripped
 _KEY = re.compile(r"^[\x21-\x7e]{1,300}$")
 _PILOT_ID = re.compile(r"^pilot_[0-9a-f]{24}$")
 EXPORT_COLUMNS = ("pilot_id", "created_at", "status", "confirmed_at", "company", "contact_name", "contact_email",
@@ -45,7 +47,7 @@ CONFIRMATION_HINT = "POST /api/pilot with {pilot_id, confirmation_token} to conf
 
 
 class PilotIntake(TypedDict):
-    """A pilot intake's values once checked (`validate_submission`), in `PILOT_FIELDS` order."""
+    """A pilot intake's values once checked (`validate_submission`): its text stripped."""
 
     company: str
     contact_name: str
@@ -176,53 +178,27 @@ def token_matches(given: str | None, configured: str) -> bool:
 # --------------------------------------------------------------------------- pilot intake
 
 
-def _text_fields(body: Mapping[str, Any], problems: list[dict[str, str]]) -> dict[str, str]:
-    """The string fields, stripped and bounded; `notes` may be absent (not null)."""
-    values: dict[str, str] = {}
-    for name, limit in PILOT_FIELDS.items():
-        value = body.get(name)
-        if name == "notes" and name not in body:  # absent; `null` is refused as a non-string
-            values[name] = ""
-            continue
-        if not isinstance(value, str) or not value.strip():
-            problems.append(problem(name, "required" if name not in body else "invalid_type", "a non-empty string"))
-            continue
-        value = value.strip()
-        if len(value) > limit or (name != "notes" and not value.isprintable()):
-            problems.append(problem(name, "invalid_value", f"at most {limit} printable characters"))
-            continue
-        values[name] = value
-    if "contact_email" in values and not _EMAIL.fullmatch(values["contact_email"]):
-        problems.append(problem("contact_email", "invalid_value", "an e-mail address"))
-    if "use_case" in values and values["use_case"] not in PILOT_USE_CASES:
-        problems.append(problem("use_case", "invalid_value", f"one of {', '.join(PILOT_USE_CASES)}"))
-    return values
+def _checked(name: str, body: JsonValue, what: str) -> dict[str, JsonValue]:
+    """`body` once its schema `name` finds no problem, else `REQUEST_INVALID` naming every problem
+    (`gate.bodies.problems`: the unknown members first, then the schema's order), the first in
+    the message."""
+    errors = problems(name, body)
+    if errors or not isinstance(body, dict):
+        first = errors[0] if errors else {"field": "body", "message": "a JSON object"}
+        raise GateError("REQUEST_INVALID", f"invalid pilot {what}: {first['field']} {first['message']}",
+                        errors=errors)
+    return body
 
 
-def _monthly_decisions(body: Mapping[str, Any], problems: list[dict[str, str]]) -> int | None:
-    count = body.get("monthly_decisions")
-    if isinstance(count, float) and count.is_integer():
-        count = int(count)  # JSON has one number type: 14599.0 is the integer 14599 (as JSON Schema reads it)
-    if type(count) is not int or not 0 <= count <= 1_000_000_000:
-        problems.append(problem("monthly_decisions", "required" if count is None else "invalid_value",
-                                "a whole number from 0 to 1000000000"))
-        return None
-    return count
-
-
-def validate_submission(body: Mapping[str, Any]) -> PilotIntake:
-    """The intake's values, or `REQUEST_INVALID` naming every problem (the first in the message)."""
-    allowed = set(PILOT_FIELDS) | {"monthly_decisions", "consent"}
-    problems = [problem(name, "unknown_field", "is not a pilot intake field") for name in sorted(set(body) - allowed)]
-    text = _text_fields(body, problems)
-    count = _monthly_decisions(body, problems)
-    if body.get("consent") is not True:
-        problems.append(problem("consent", "required", "must be true: the gate stores the contact data"))
-    if problems or count is None:  # every field stated and valid once no problem is named
-        raise GateError("REQUEST_INVALID", f"invalid pilot intake: {problems[0]['field']} {problems[0]['message']}",
-                        errors=problems)
+def validate_submission(body: JsonValue) -> PilotIntake:
+    """The intake's values (its text stripped, `notes` "" when absent), or `REQUEST_INVALID`
+    naming every problem its schema finds (`PILOT_SUBMISSION`)."""
+    checked = _checked(PILOT_SUBMISSION, body, "intake")
+    text = {name: str(checked[name]).strip() for name in PILOT_TEXT}
+    count = checked["monthly_decisions"]
     return {"company": text["company"], "contact_name": text["contact_name"], "contact_email": text["contact_email"],
-            "use_case": text["use_case"], "notes": text["notes"], "monthly_decisions": count}
+            "use_case": text["use_case"], "notes": str(checked.get("notes", "")).strip(),
+            "monthly_decisions": int(count) if isinstance(count, int | float) else 0}
 
 
 def pilot_idempotency_key(given: str | None, values: PilotIntake) -> str:
@@ -263,7 +239,7 @@ class PilotService:
         self.store = PilotStore(ledger)
         self.clock = clock
 
-    def submit(self, body: Mapping[str, Any], idempotency_header: str | None) -> PilotOutcome:
+    def submit(self, body: JsonValue, idempotency_header: str | None) -> PilotOutcome:
         """Store the intake once per key; the same body again is `replayed`, another body under the
         key is 409 `PILOT_IDEMPOTENCY_CONFLICT`."""
         values = validate_submission(body)
@@ -282,18 +258,11 @@ class PilotService:
                             "intake; send another Idempotency-Key", idempotency_key=key)
         return PilotOutcome("replayed", {**pilot_answer(existing), "confirmation_token_shown": False})
 
-    def confirm(self, body: Mapping[str, Any]) -> PilotAnswer:
-        """`{pilot_id, confirmation_token}` → the confirmed intake (idempotent); an unknown id and
-        a wrong token are both 404 `PILOT_NOT_FOUND`."""
-        if set(body) != {"pilot_id", "confirmation_token"}:
-            raise GateError("REQUEST_INVALID", "a confirmation is exactly {pilot_id, confirmation_token}",
-                            errors=[problem(name, "unknown_field" if name in body else "required",
-                                            "confirmation member")
-                                    for name in sorted(set(body) ^ {"pilot_id", "confirmation_token"})])
-        pilot_id, token = body["pilot_id"], body["confirmation_token"]
-        if not isinstance(pilot_id, str) or not isinstance(token, str) or len(token) > 200:
-            raise GateError("REQUEST_INVALID", "pilot_id and confirmation_token must be strings",
-                            errors=[problem("confirmation_token", "invalid_type", "strings")])
+    def confirm(self, body: JsonValue) -> PilotAnswer:
+        """`{pilot_id, confirmation_token}` (`PILOT_CONFIRMATION`) → the confirmed intake
+        (idempotent); an unknown id and a wrong token are both 404 `PILOT_NOT_FOUND`."""
+        checked = _checked(PILOT_CONFIRMATION, body, "confirmation")
+        pilot_id, token = str(checked["pilot_id"]), str(checked["confirmation_token"])
         row = self.store.by_id(pilot_id) if _PILOT_ID.fullmatch(pilot_id) else None
         # SECURITY: constant-time comparison of digests; an unknown id and a wrong token read alike.
         expected = row["token_hash"] if row is not None else "0" * 64
@@ -421,7 +390,8 @@ class PolicyAlertService:
 __all__ = [
     "EXPORT_COLUMNS",
     "MAX_ALERT_POLICIES",
-    "PILOT_FIELDS",
+    "PILOT_CONFIRMATION",
+    "PILOT_SUBMISSION",
     "PILOT_USE_CASES",
     "AnomalySource",
     "PilotOutcome",

@@ -5,9 +5,10 @@ every problem at once: 400 REQUEST_INVALID, or MCP's invalid params with `data.e
 accepts must normalize to usable ids. A workflow's body is its check's schema with the workflow
 file's `ticket_id` added (`gate.bodies.composed`), checked the same way; the workflow's file (the
 OpenAPI component, the union of the four) is held to accept exactly what some workflow accepts.
-The pilot is still checked by hand, which lists every problem of a body at once; this holds its
-file to accept exactly the bodies its check accepts. Both over generated bodies drawn from values
-at the edges of each member.
+The pilot's two bodies are each checked by their schema alone too (`pilot#submission`,
+`pilot#confirmation`); its file, served with its placeholders resolved, is held to accept,
+read by a plain JSON Schema validator, exactly the submissions the gate takes. Both over
+generated bodies drawn from values at the edges of each member.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from api.mcp import input_schema
-from api.openapi_params import resolve_printable
 from gate import bodies
 from gate.errors import GateError
 from gate.services.operations import PILOT_USE_CASES, validate_submission
@@ -36,12 +36,15 @@ ARGUMENTS: dict[str, tuple[list[Any], list[Any]]] = {  # member: (taken, refused
     "ticket_id": (["T-1", 0, 42, 7.0, "~" * 200], ["", "a b", "~" * 201, -1, 1.5, True, None]),
 }
 PILOT: dict[str, tuple[list[Any], list[Any]]] = {
-    "company": (["Acme", "x" * 200], ["", "   ", "x" * 201, "a\u0000b", None, 1]),
-    "contact_name": (["Ada"], ["", "\u200b", None]),
-    "contact_email": (["ada@example.com", "a.b@x-y.example.org"], ["ada", "ada@example", "a@b@c.com", "", None]),
-    "use_case": (list(PILOT_USE_CASES), ["pricing", "", None]),
-    "monthly_decisions": ([0, 1000, 1_000_000_000], [-1, 1_000_000_001, 2.5, "10", True, None]),
-    "notes": (["line\nbreak"], ["", "  ", None, 5, "x" * 2001]),
+    "company": (["Acme", "x" * 200, " \t" + "x" * 200 + "\u3000\n", "a b", "\u00e9"],
+                ["", "   ", "x" * 201, "a\u0000b", "a\tb", "a\u00a0b", None, 1]),
+    "contact_name": (["Ada", "\u2028Ada "], ["", "\u200b", "\x1c", None]),
+    "contact_email": (["ada@example.com", "a.b@x-y.example.org", " ada@example.com\n"],
+                      ["ada", "ada@example", "a@b@c.com", "a b@c.com", "a\u200b@c.com", "", None,
+                       "a@" + "b" * 63 + "." + "c" * 190]),
+    "use_case": (list(PILOT_USE_CASES) + [" other\t"], ["pricing", "Other", "", None]),
+    "monthly_decisions": ([0, 1000, 1_000_000_000, 7.0], [-1, 1_000_000_001, 2.5, "10", True, None]),
+    "notes": (["line\nbreak", " x ", "\x00", "x" * 2000 + "  "], ["", "  ", None, 5, "x" * 2001]),
     "consent": ([True], [False, "true", None, 1]),
 }
 
@@ -130,7 +133,7 @@ def test_the_workflow_schema_accepts_exactly_what_some_workflow_accepts(body):
 
 @cache
 def _pilot_validator() -> Draft202012Validator:
-    return Draft202012Validator(resolve_printable(bodies.openapi_schema("pilot")))
+    return Draft202012Validator(bodies.resolved(bodies.schema("pilot")))
 
 
 def _pilot_accepts(body: dict[str, Any]) -> bool:
@@ -159,8 +162,9 @@ def test_the_pilot_schema_states_the_confirmation_s_shape(body, valid):
 
 
 def test_a_failure_whose_node_states_no_error_item_is_still_named():
-    """Fail closed: `problems` never answers a failing body with no problem. The pilot's file
-    states no `x-error`, so each of its failures is named in `jsonschema`'s words."""
+    """Fail closed: `problems` never answers a failing body with no problem. The pilot's top level
+    (one of its two bodies) states no `x-error`, so each of its failures is named in `jsonschema`'s
+    words."""
     assert bodies.problems("pilot", {"pilot_id": "p"})  # a confirmation without its token
     assert bodies.problems("pilot", []) and bodies.problems("pilot", {}) and not bodies.problems("pilot", {
         "pilot_id": "pilot_" + "a" * 24, "confirmation_token": "pct_x"})

@@ -84,6 +84,41 @@ def test_invalid_intakes_are_refused_and_store_nothing(ops, change, field):
     assert client.get("/api/proof-metrics", headers={"x-metrics-token": TOKEN}).json["pilots"]["total"] == 0
 
 
+@pytest.mark.parametrize("body, items", [
+    # every problem at once: the unknown members first (sorted), then the schema's order
+    ({"zz": 1, "aa": 2, "company": "   ", "contact_name": "a\tb", "contact_email": "ada@", "use_case": "Other",
+      "notes": None, "monthly_decisions": None, "consent": "yes"},
+     [("aa", "unknown_field"), ("zz", "unknown_field"), ("company", "invalid_type"),
+      ("contact_name", "invalid_value"), ("contact_email", "invalid_value"), ("use_case", "invalid_value"),
+      ("notes", "invalid_type"), ("monthly_decisions", "invalid_value"), ("consent", "required")]),
+    ({}, [(name, "required") for name in ("company", "contact_name", "contact_email", "use_case",
+                                          "monthly_decisions", "consent")]),
+    ([INTAKE], [("body", "invalid_type")]),
+    ("confirmation_token", [("body", "invalid_type")]),  # a string naming the member is no confirmation
+    ({"confirmation_token": 5, "x": 1}, [("x", "unknown_field"), ("pilot_id", "required"),
+                                         ("confirmation_token", "invalid_type")]),
+])
+def test_every_problem_of_a_pilot_body_is_named_once_in_order(ops, body, items):
+    client = ops.test_client()
+    response = client.post("/api/pilot", json=body)
+    assert response.status_code == 400 and response.json["error"] == "REQUEST_INVALID"
+    assert [(item["field"], item["code"]) for item in response.json["errors"]] == items
+    first = response.json["errors"][0]
+    assert response.json["message"].endswith(f"{first['field']} {first['message']}")
+    assert client.get("/api/proof-metrics", headers={"x-metrics-token": TOKEN}).json["pilots"]["total"] == 0
+
+
+def test_a_pilot_intake_s_text_is_read_stripped(ops):
+    client = ops.test_client()
+    padded = {**INTAKE, "company": "\u3000 Acme\t", "contact_email": " ada@example.com\n", "use_case": " other ",
+              "notes": "\n a note \n", "monthly_decisions": 7.0}
+    assert client.post("/api/pilot", json=padded).status_code == 201
+    exported = client.get("/api/pilot-export", headers={"x-metrics-token": TOKEN}).get_data(as_text=True)
+    row = next(iter(csv.DictReader(io.StringIO(exported))))
+    assert (row["company"], row["contact_email"], row["use_case"], row["notes"], row["monthly_decisions"]) == (
+        "Acme", "ada@example.com", "other", "a note", "7")
+
+
 @pytest.mark.parametrize("body", [b"[1]", b"{", {"pilot_id": "p", "confirmation_token": "t", "x": 1},
                                   {"confirmation_token": "t"}])
 def test_malformed_pilot_bodies(ops, body):
