@@ -20,7 +20,8 @@ A refusal whose body lists `errors` (`[{field, code, message}]`, as the verifica
 do) takes them from `x-error` beside the `x-refusal` that answers (the same keys: one item, or
 an object of items by failing keyword): `field` defaults to where the node is (`$` at the top),
 and `"field": "*unknown"` lists one item per member the node does not know; `{unknown}` in the
-refusal's sentence is those members, comma-separated (issue 66, item 1).
+refusal's sentence is those members, comma-separated, and `{allowed}` in a sentence or an item's
+message the members the node declares (issue 66, item 1).
 
 A pattern may hold placeholders for what the running interpreter's own text rules are (so the
 schema and the code that reads the value cannot drift): `\\u0000unprintable\\u0000` is the contents
@@ -371,10 +372,16 @@ def _stated_items(node: Any, where: Sequence[Any], keyword: str, instance: Any) 
     item = _keyed(node.get("x-error") if isinstance(node, Mapping) else None, keyword)
     if not isinstance(item, Mapping):
         return []
+    message = _with_allowed(node, item["message"])
     if item.get("field") == "*unknown":
-        return [{"field": member, "code": item["code"], "message": item["message"]}
-                for member in _unknown(node, instance)]
-    return [{"field": item.get("field") or path_text(where) or "$", "code": item["code"], "message": item["message"]}]
+        return [{"field": member, "code": item["code"], "message": message} for member in _unknown(node, instance)]
+    return [{"field": item.get("field") or path_text(where) or "$", "code": item["code"], "message": message}]
+
+
+def _with_allowed(node: Mapping[str, Any], text: str) -> str:
+    """`text` with `{allowed}` replaced by the members `node` declares, comma-separated, so a
+    composed schema's refusal names the members it added too."""
+    return text.replace("{allowed}", ", ".join(node.get("properties", {}))) if "{allowed}" in text else text
 
 
 def problems(name: str, body: Any) -> list[ErrorItem]:
@@ -425,9 +432,9 @@ def refusal(name: str, error: ValidationError) -> str:
     sentence, where = _nearest_refusal(schema(name), error)
     if sentence is None:
         return plain_message(error)
-    if "{unknown}" in sentence:
+    if "{unknown}" in sentence or "{allowed}" in sentence:
         node, _where, _keyword = _answering_node(schema(name), error)
-        sentence = sentence.replace("{unknown}", ", ".join(_unknown(node, error.instance))[:MAX_MESSAGE])
+        sentence = _with_allowed(node, sentence.replace("{unknown}", ", ".join(_unknown(node, error.instance))[:MAX_MESSAGE]))
     if not where:
         return sentence.lstrip(": ")
     return f"{path_text(where)}{sentence}" if sentence.startswith(":") else f"{path_text(where)} {sentence}"

@@ -162,6 +162,16 @@ def test_every_problem_of_a_workflow_body_is_named_once_in_order(app, workflow, 
     assert all(item["message"] for item in response.json["errors"]) and runs(app) == 0
 
 
+def test_an_unknown_member_of_a_workflow_body_names_every_member_that_workflow_takes(app):
+    """`{allowed}` in the check's message is the node's members: a workflow's composed schema
+    names the ticket id too, the check's own arguments alone do not."""
+    answer = post(app.test_client(), workflow="trial", body={"vendor": "netflix", "ticket_id": "t", "zz": 1}).json
+    assert answer["errors"] == [{"field": "zz", "code": "unknown_field",
+                                 "message": "unknown argument (allowed: vendor, region, plan, ticket_id)"}]
+    check = app.test_client().post("/api/v1/trial/terms", json={"vendor": "netflix", "zz": 1}).json
+    assert check["errors"][0]["message"] == "unknown argument (allowed: vendor, region, plan)"
+
+
 @pytest.mark.parametrize("system, workflow, field", [("fax", "refund", "ticketing_system"),
                                                      ("zendesk", "warranty", "workflow"),
                                                      ("Zendesk", "refund", "ticketing_system")])
