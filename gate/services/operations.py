@@ -33,8 +33,6 @@ from gate.policychecks.tables import VendorRow, load_tables
 from gate.protocol.canonical import sha256_hex
 from gate.strict_json import JsonValue
 
-PILOT_USE_CASES = ("pricing_exception", "refund_review", "agent_action_gate", "crm_writeback_gate",
-                   "policy_checks", "other")
 # The two bodies of POST /api/pilot, each checked by its schema alone (gate/bodies/pilot.schema.json).
 PILOT_SUBMISSION, PILOT_CONFIRMATION = "pilot#submission", "pilot#confirmation"
 PILOT_TEXT = ("company", "contact_name", "contact_email", "use_case")  # required, read stripped
@@ -394,7 +392,6 @@ __all__ = [
     "MAX_ALERT_POLICIES",
     "PILOT_CONFIRMATION",
     "PILOT_SUBMISSION",
-    "PILOT_USE_CASES",
     "AnomalySource",
     "PilotOutcome",
     "PilotService",

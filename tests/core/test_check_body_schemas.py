@@ -13,6 +13,7 @@ generated bodies drawn from values at the edges of each member.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import Any
 
@@ -24,7 +25,7 @@ from jsonschema import Draft202012Validator
 from api.mcp import input_schema
 from gate import bodies
 from gate.errors import GateError
-from gate.services.operations import PILOT_USE_CASES, validate_submission
+from gate.services.operations import validate_submission
 from gate.services.policychecks import CHECKS, MAX_DAYS, ArgumentsInvalid, validate_arguments
 from gate.services.workflows import body_schema
 
@@ -35,6 +36,11 @@ ARGUMENTS: dict[str, tuple[list[Any], list[Any]]] = {  # member: (taken, refused
     "days_since_purchase": ([0, 3, 2.5, MAX_DAYS], [-1, MAX_DAYS + 0.5, "3", True, None]),
     "ticket_id": (["T-1", 0, 42, 7.0, "~" * 200], ["", "a b", "~" * 201, -1, 1.5, True, None]),
 }
+# The use cases the pilot's file states (their one home), as its pattern's alternatives.
+_USE_CASES = re.search(r"\(\?:([a-z_|]+)\)",
+                       bodies.schema("pilot#submission")["properties"]["use_case"]["allOf"][1]["pattern"])
+assert _USE_CASES is not None
+PILOT_USE_CASES = _USE_CASES.group(1).split("|")
 PILOT: dict[str, tuple[list[Any], list[Any]]] = {
     "company": (["Acme", "x" * 200, " \t" + "x" * 200 + "\u3000\n", "a b", "\u00e9"],
                 ["", "   ", "x" * 201, "a\u0000b", "a\tb", "a\u00a0b", None, 1]),
@@ -42,7 +48,7 @@ PILOT: dict[str, tuple[list[Any], list[Any]]] = {
     "contact_email": (["ada@example.com", "a.b@x-y.example.org", " ada@example.com\n"],
                       ["ada", "ada@example", "a@b@c.com", "a b@c.com", "a\u200b@c.com", "", None,
                        "a@" + "b" * 63 + "." + "c" * 190]),
-    "use_case": (list(PILOT_USE_CASES) + [" other\t"], ["pricing", "Other", "", None]),
+    "use_case": ([*PILOT_USE_CASES, " other\t"], ["pricing", "Other", "", None]),
     "monthly_decisions": ([0, 1000, 1_000_000_000, 7.0], [-1, 1_000_000_001, 2.5, "10", True, None]),
     "notes": (["line\nbreak", " x ", "\x00", "x" * 2000 + "  "], ["", "  ", None, 5, "x" * 2001]),
     "consent": ([True], [False, "true", None, 1]),
