@@ -253,15 +253,17 @@ class PolicyCheckService:
 
     # ------------------------------------------------------------------ checking
 
-    def check(self, tool: str, arguments: Any) -> CheckResult:
+    def check(self, tool: str, arguments: Any, schema: str | None = None) -> CheckResult:
         """Validate `arguments`, look up the table, evaluate the rulebook: the structured result.
+        `schema`: a body that holds the arguments and more members of its own, checked whole by
+        that schema (a workflow's: `gate.services.workflows.body_schema`) instead of the check's.
 
         Raises `KeyError` for an unknown tool, `ArgumentsInvalid` for bad arguments and
         `CheckFailed` when the rulebook gives no usable verdict.
         """
         bound = self._bound[tool]
         spec = bound.spec
-        inputs = validate_arguments(spec, arguments)
+        inputs = validate_arguments(spec, arguments, schema)
         row = bound.table.lookup(inputs["vendor"], inputs["region"], inputs["plan"])
         facts = _facts(spec, bound.table, inputs, row)
         evaluation = bound.evaluator.evaluate(facts)
@@ -301,10 +303,11 @@ class PolicyCheckService:
         }
 
 
-def validate_arguments(spec: CheckSpec, arguments: Any) -> CheckInputs:
+def validate_arguments(spec: CheckSpec, arguments: Any, schema: str | None = None) -> CheckInputs:
     """The normalized arguments `{vendor, region, plan[, days_since_purchase]}` or ArgumentsInvalid.
 
-    The check's schema (`gate/bodies/policy-check-<service>.schema.json`) is the one check: every
+    The check's schema (`gate/bodies/policy-check-<service>.schema.json`, or `schema`, one that
+    composes it with a caller's own members) is the one check: every
     problem it finds is listed (`gate.bodies.problems`), unknown arguments first (closed input,
     like rulebooks). A null is a wrong value like any other, never an absent member. What a schema
     cannot say stays here: a number of days must be finite (a caller in process may pass NaN).
@@ -312,7 +315,7 @@ def validate_arguments(spec: CheckSpec, arguments: Any) -> CheckInputs:
     ISO 3166 alpha-2 code, upper-cased, default "US"; a missing `plan` means the vendor's
     any-plan row (`"*"`).
     """
-    errors = problems(f"policy-check-{spec.service}", arguments)
+    errors = problems(schema or f"policy-check-{spec.service}", arguments)
     days = arguments.get("days_since_purchase") if spec.uses_days and isinstance(arguments, dict) else None
     if isinstance(days, float) and not math.isfinite(days):  # the last member: its item comes last
         errors.append({"field": "days_since_purchase", "code": "invalid_value",

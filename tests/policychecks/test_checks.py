@@ -134,3 +134,23 @@ def test_an_invalid_rulebook_file_stops_the_service(tmp_path):
     path.write_text(json.dumps(rulebook))
     with pytest.raises(ValueError, match="not a valid Rulebook v1"):
         PolicyCheckService(target)
+
+
+def test_a_workflow_body_is_checked_once_by_its_composed_schema_with_the_check_s_own_rules(service):
+    """A workflow's body (its check's arguments and `ticket_id`) goes through the check whole,
+    checked by its composed schema: every problem of both at once, and the rule a schema cannot
+    say (finite days, for a caller in process) holds for it as for the check's own arguments."""
+    from gate.services.workflows import body_schema
+
+    tool = service.spec_for_service("refund").tool
+    body = {"vendor": "adobe", "region": "US", "plan": "annual", "days_since_purchase": 5, "ticket_id": "T-1"}
+    assert service.check(tool, body, body_schema("refund"))["verdict"] == "ALLOWED"
+    with pytest.raises(ArgumentsInvalid) as nan:
+        service.check(tool, {**body, "days_since_purchase": float("nan")}, body_schema("refund"))
+    assert [(e["field"], e["code"]) for e in nan.value.errors] == [("days_since_purchase", "invalid_value")]
+    with pytest.raises(ArgumentsInvalid) as both:
+        service.check(tool, {**body, "vendor": "", "ticket_id": "a b"}, body_schema("refund"))
+    assert [e["field"] for e in both.value.errors] == ["vendor", "ticket_id"]
+    with pytest.raises(ArgumentsInvalid) as alone:  # the check's own schema knows no ticket id
+        service.check(tool, body)
+    assert [(e["field"], e["code"]) for e in alone.value.errors] == [("ticket_id", "unknown_field")]
