@@ -30,9 +30,15 @@ def test_a_running_gate_appends_every_cadence_checkpoint_after_the_answer(server
     chain_id = body["audit_chain"]["chain_id"]
     log = Path(gate_env["GATE_HOME"]) / "checkpoints.jsonl"
     deadline = time.monotonic() + 20
-    while _logged_sizes(log) != [2, 4] and time.monotonic() < deadline:
+    while max(_logged_sizes(log), default=0) < 4 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _logged_sizes(log) == [2, 4]
+    time.sleep(0.3)  # the 2nd decision's checkpoint, if it ran late, is written or skipped by now
     status, _, view = call("GET", server.base + f"/api/decision/chains/{chain_id}", headers={"x-api-key": api_key})
     assert status == 200 and view["verification"]["valid"] is True
-    assert view["checkpoint_log"]["tree_size"] == 4
+    sizes = _logged_sizes(log)
+    # A checkpoint per cadence decision (the 2nd and the 4th), each of the chain's head when it ran
+    # after that answer: [2, 4] on a quiet host. Under load a later decide may be stored first, so
+    # a checkpoint covers a later head (docs/verification.md §7.4), and one no newer than the log's
+    # last is skipped: the log only grows, never past the chain's 5, and holds the 4th's.
+    assert sizes == sorted(set(sizes)) and 1 <= len(sizes) <= 2 and sizes[0] >= 2 and 4 <= sizes[-1] <= 5, sizes
+    assert view["checkpoint_log"]["tree_size"] == sizes[-1]
