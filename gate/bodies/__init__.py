@@ -23,6 +23,18 @@ and `"field": "*unknown"` lists one item per member the node does not know; `{un
 refusal's sentence is those members, comma-separated, and `{allowed}` in a sentence or an item's
 message the members the node declares (issue 66, item 1).
 
+A node may state `x-error` alone (no `x-refusal`): the receipts' bodies name every problem and
+never one sentence. `{field}` in an item's message is the item's field. A member may name a shared
+kind of value in its file's `$defs` by `$ref` (its own keywords over it); the walks here follow
+it where `jsonschema`'s paths leave it out. `problems` names every problem of a body in the
+body's order, at every depth (see there), and `read` gives a passed body as its schema reads it.
+Beyond draft 2020-12 the validator reads: `x-js-max-length` (text, trimmed as JavaScript trims
+it, of at most that many UTF-16 code units: how the reference counts a receipt's text, in
+`gate.bodies.text`), `x-utf16-max-length` (the same count of text as sent: a map's keys), the
+format `gate-http-url` (text blank once trimmed, or an absolute URL with a host and a valid port,
+as `urllib.parse.urlsplit` reads it), `integer` as a number written without a fraction, and
+`number` as a JSON number (finite: NaN and Infinity are none).
+
 A pattern may hold placeholders for what the running interpreter's own text rules are (so the
 schema and the code that reads the value cannot drift): `\\u0000unprintable\\u0000` is the contents
 of a character class of every code point `str.isprintable` refuses, `\\u0000space\\u0000` of every
@@ -34,14 +46,18 @@ building the first class takes about a fifth of a second, so it is built when fi
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, TypeVar, cast
+from urllib.parse import urlsplit
 
+from gate.bodies.text import js_trim, utf16_length
 from gate.errors import GateError
+from gate.strict_json import JsonValue
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
@@ -87,8 +103,55 @@ def _pattern(validator: Any, pattern: str, instance: Any, _schema: Any) -> Itera
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
+def _js_max_length(_validator: Any, limit: int, instance: Any, _schema: Any) -> Iterator[ValidationError]:
+    from jsonschema.exceptions import ValidationError
+
+    if isinstance(instance, str) and utf16_length(js_trim(instance)) > limit:
+        yield ValidationError(f"longer than {limit} UTF-16 code units once trimmed")
+
+
+def _utf16_max_length(_validator: Any, limit: int, instance: Any, _schema: Any) -> Iterator[ValidationError]:
+    from jsonschema.exceptions import ValidationError
+
+    if isinstance(instance, str) and utf16_length(instance) > limit:
+        yield ValidationError(f"longer than {limit} UTF-16 code units")
+
+
+def _finite_number(_checker: Any, instance: Any) -> bool:
+    """A JSON number: JSON has no NaN or Infinity, so neither is one (a caller in process could
+    pass them; the parser of a request's text refuses them first)."""
+    return isinstance(instance, int | float) and not isinstance(instance, bool) and math.isfinite(instance)
+
+
+_SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f]")
+
+
+def _http_url(instance: object) -> bool:
+    """`gate-http-url`: text that, trimmed, is blank or an absolute URL with a host, a valid port
+    and no white space or control character (its scheme is its node's `pattern`)."""
+    text = js_trim(instance) if isinstance(instance, str) else ""
+    if not text:
+        return True
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError for a malformed port
+    except ValueError:
+        return False
+    return bool(parts.hostname) and not _SPACE_OR_CONTROL.search(text)
+
+
+# The formats a body schema may name, each asserted (any other name is an annotation only).
+HTTP_URL_FORMAT = "gate-http-url"
+_FORMATS: dict[str, Callable[[object], bool]] = {HTTP_URL_FORMAT: _http_url}
+
+
 def _Validator(document: Mapping[str, Any]) -> Validator:  # a validator of the class built once
-    return _validator_class()(document)
+    from jsonschema import FormatChecker
+
+    checker = FormatChecker(formats=())
+    for name, test in _FORMATS.items():
+        checker.checks(name)(test)
+    return _validator_class()(document, format_checker=checker)
 
 
 PRINTABLE_RUN = "\x00printable-run\x00"  # a whole pattern: 0 or more printable characters
@@ -158,8 +221,12 @@ def _validator_class() -> Any:
 
     # `integer` is a JSON number written without a fraction: 60.0 is refused, as the hand-written
     # checks refused it (`type(value) is int`), where JSON Schema alone would take it.
-    return extend(Draft202012Validator, validators={"pattern": _pattern},
-                  type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _whole_number))
+    # `x-js-max-length`: text, trimmed as JavaScript trims it, of at most that many UTF-16 code
+    # units (how the reference counts a receipt's text: gate.bodies.text); `x-utf16-max-length`:
+    # the same count of the text as sent (a key, which is never trimmed).
+    types = Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": _whole_number, "number": _finite_number})
+    keywords = {"pattern": _pattern, "x-js-max-length": _js_max_length, "x-utf16-max-length": _utf16_max_length}
+    return extend(Draft202012Validator, validators=keywords, type_checker=types)
 
 
 @cache
@@ -247,58 +314,279 @@ def event_validator(event_type: str) -> Validator:
     return _Validator(_event_node(event_type))
 
 
-# What a quick check knows of a member's type: exactly the values the validator's type checker
-# takes, or fewer (a number, an integer: never quick; the validator decides).
-# Each as the Python types whose instances it takes, so a member's check is one `isinstance`.
-_QUICK_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,), "object": (dict,), "array": (list,), "boolean": (bool,), "null": (type(None),),
+# The quick acceptance (`accepts`): a schema compiled once into plain-Python checks that take
+# exactly what the validator takes, or less (a value whose JSON equality is the validator's to
+# judge; a keyword it does not know or a recursive shape: no quick check at all, the validator
+# decides everything). A failing body is always answered by the validator, which
+# names the problems; the quick check only spares a passing body the validator's walk (about a
+# millisecond for a receipt's body, 20 µs here; the writer thread's 120 µs an event).
+_Check = Callable[[Any], bool]
+# Each JSON type as the Python test the validator's type checker makes (`_validator_class`).
+_TYPE_TESTS: dict[str, _Check] = {
+    "string": lambda value: isinstance(value, str),
+    "object": lambda value: isinstance(value, dict),
+    "array": lambda value: isinstance(value, list),
+    "boolean": lambda value: isinstance(value, bool),
+    "null": lambda value: value is None,
+    "integer": lambda value: _whole_number(None, value),
+    "number": lambda value: _finite_number(None, value),
+}
+# Keywords the quick check ignores: annotations, and what only the served document reads.
+_UNCHECKED = frozenset({"description", "title", "default", "examples", "x-error", "x-refusal", "$schema", "$id",
+                        "$comment", "$defs", "deprecated", "readOnly", "writeOnly"})
+
+
+class _NotQuick(Exception):
+    """The schema says something the quick check does not know: the validator decides alone."""
+
+
+class _Compiling(NamedTuple):
+    """The schema being compiled and the `$defs` entered on the way to a node: one entered again
+    is a recursive shape (a JSON value), which the quick check leaves to the validator."""
+
+    document: Mapping[str, JsonValue]
+    entered: frozenset[str] = frozenset()
+
+
+def _quick(root: _Compiling, node: Any) -> _Check:
+    """`node` compiled (see `accepts`): one check per keyword, from `_COMPILERS`; `_NotQuick` for
+    a keyword outside it."""
+    if isinstance(node, bool):
+        return _always if node else _never
+    reference = node.get("$ref") if isinstance(node, Mapping) else None
+    if isinstance(reference, str):
+        if reference in root.entered:
+            raise _NotQuick("$ref")
+        root = root._replace(entered=root.entered | {reference})
+    node = _deref(root.document, node)
+    checks: list[_Check] = []
+    closed = node.get("additionalProperties") is False and "patternProperties" not in node
+    if closed:
+        checks.append(_closed_object(root, node))
+    for keyword, value in node.items():
+        if keyword in _UNCHECKED or keyword in ("$ref", "then", "else"):  # then/else: read with `if`
+            continue
+        if closed and keyword in ("properties", "additionalProperties", "required"):
+            continue  # `_closed_object`
+        compiler = _COMPILERS.get(keyword)
+        if compiler is None:
+            raise _NotQuick(keyword)
+        checks.append(compiler(root, node, value))
+    if len(checks) <= 1:
+        return checks[0] if checks else _always
+
+    def check(item: Any) -> bool:
+        for one in checks:  # noqa: SIM110 - a loop, not a generator: the writer thread calls this per event
+            if not one(item):
+                return False
+        return True
+    return check
+
+
+def _closed_object(root: Any, node: Any) -> _Check:
+    """`properties`, `required` and `additionalProperties: false` of one node in one pass over the
+    object's members (an event's data on the writer thread: about 1 µs)."""
+    members = {name: _quick(root, member) for name, member in node.get("properties", {}).items()}
+    required = tuple(node.get("required", ()))
+
+    def check(item: Any) -> bool:
+        if not isinstance(item, dict):
+            return True
+        for name in required:
+            if name not in item:
+                return False
+        for name, value in item.items():
+            member = members.get(name)
+            if member is None or not member(value):
+                return False
+        return True
+    return check
+
+
+def _always(_item: Any) -> bool:
+    return True
+
+
+def _never(_item: Any) -> bool:
+    return False
+
+
+# The JSON types the validator reads as Python's own (`integer` and `number` need a test).
+_PYTHON_TYPES: dict[str, type] = {"string": str, "object": dict, "array": list, "boolean": bool, "null": type(None)}
+
+
+def _type(_root: Any, _node: Any, value: Any) -> _Check:
+    kinds = [value] if isinstance(value, str) else list(value)
+    simple = tuple(_PYTHON_TYPES[kind] for kind in kinds if kind in _PYTHON_TYPES)
+    tests = [_TYPE_TESTS[kind] for kind in kinds if kind not in _PYTHON_TYPES]
+    if not tests:
+        return lambda item: isinstance(item, simple)
+    return lambda item: isinstance(item, simple) or any(test(item) for test in tests)
+
+
+def _enum(_root: Any, node: Any, value: Any) -> _Check:
+    """Text and null by equality; any other value is left to the validator (False), which reads
+    JSON's equality of numbers and booleans (1 is 1.0, never true)."""
+    allowed = value if "enum" in node and value is node["enum"] else [value]
+    words, null = frozenset(choice for choice in allowed if isinstance(choice, str)), None in allowed
+    return lambda item: (isinstance(item, str) and item in words) or (null and item is None)
+
+
+def _unique(_root: Any, _node: Any, value: bool) -> _Check:
+    """Distinct text items; any other list is left to the validator (JSON's equality)."""
+    return lambda item: not value or not isinstance(item, list) or (
+        all(isinstance(member, str) for member in item) and len(set(item)) == len(item))
+
+
+def _pattern_check(_root: Any, _node: Any, value: str) -> _Check:
+    found = _ecma(value).search
+    return lambda item: not isinstance(item, str) or found(item) is not None
+
+
+def _length(trim: Callable[[str], str]) -> Callable[[Any, Any, int], _Check]:
+    return lambda _root, _node, limit: lambda item: not isinstance(item, str) or utf16_length(trim(item)) <= limit
+
+
+def _format(_root: Any, _node: Any, value: str) -> _Check:
+    return _FORMATS.get(value, lambda _item: True)  # any other name is an annotation only
+
+
+def _bound(below: bool) -> Callable[[Any, Any, float], _Check]:
+    return lambda _root, _node, bound: lambda item: not _finite_number(None, item) or (
+        item >= bound if below else item <= bound)
+
+
+def _at_most(kind: type[dict[Any, Any]] | type[list[Any]]) -> Callable[[Any, Any, int], _Check]:
+    return lambda _root, _node, limit: lambda item: not isinstance(item, kind) or len(item) <= limit
+
+
+def _at_least(kind: type[dict[Any, Any]] | type[list[Any]]) -> Callable[[Any, Any, int], _Check]:
+    return lambda _root, _node, limit: lambda item: not isinstance(item, kind) or len(item) >= limit
+
+
+def _code_points(longest: bool) -> Callable[[Any, Any, int], _Check]:
+    """`maxLength`/`minLength`: JSON Schema counts code points, as `len` does."""
+    return lambda _root, _node, limit: lambda item: not isinstance(item, str) or (
+        len(item) <= limit if longest else len(item) >= limit)
+
+
+def _exclusive(below: bool) -> Callable[[Any, Any, float], _Check]:
+    return lambda _root, _node, bound: lambda item: not _finite_number(None, item) or (
+        item > bound if below else item < bound)
+
+
+def _multiple_of(_root: Any, _node: Any, value: Any) -> _Check:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _NotQuick("multipleOf")  # a fraction's quotient: the validator's own arithmetic
+    return lambda item: not _finite_number(None, item) or not item % value
+
+
+def _dependent(root: Any, _node: Any, value: Mapping[str, Any]) -> _Check:
+    parts = [(name, _quick(root, part)) for name, part in value.items()]
+    return lambda item: not isinstance(item, dict) or all(part(item) for name, part in parts if name in item)
+
+
+def _required(_root: Any, _node: Any, value: Sequence[str]) -> _Check:
+    names = tuple(value)
+    return lambda item: not isinstance(item, dict) or all(name in item for name in names)
+
+
+def _properties(root: Any, _node: Any, value: Mapping[str, Any]) -> _Check:
+    members = [(name, _quick(root, member)) for name, member in value.items()]
+
+    def check(item: Any) -> bool:
+        if isinstance(item, dict):
+            for name, member in members:
+                if name in item and not member(item[name]):
+                    return False
+        return True
+    return check
+
+
+def _additional(root: Any, node: Any, value: Any) -> _Check:
+    if "patternProperties" in node:
+        raise _NotQuick("patternProperties")
+    other, declared = _quick(root, value), frozenset(node.get("properties", {}))
+
+    def check(item: Any) -> bool:
+        if isinstance(item, dict):
+            for name, member in item.items():
+                if name not in declared and not other(member):
+                    return False
+        return True
+    return check
+
+
+def _names(root: Any, _node: Any, value: Any) -> _Check:
+    names = _quick(root, value)
+    return lambda item: not isinstance(item, dict) or all(names(name) for name in item)
+
+
+def _items(root: Any, node: Mapping[str, JsonValue], value: Any) -> _Check:
+    if "prefixItems" in node or not isinstance(value, (dict, bool)):
+        raise _NotQuick("items")
+    each = _quick(root, value)
+    return lambda item: not isinstance(item, list) or all(each(member) for member in item)
+
+
+def _not(root: Any, _node: Any, value: Any) -> _Check:
+    inner = _quick(root, value)
+    return lambda item: not inner(item)
+
+
+def _any_of(root: Any, _node: Any, value: Sequence[Any]) -> _Check:
+    parts = [_quick(root, part) for part in value]
+    return lambda item: any(part(item) for part in parts)
+
+
+def _all_of(root: Any, _node: Any, value: Sequence[Any]) -> _Check:
+    parts = [_quick(root, part) for part in value]
+    return lambda item: all(part(item) for part in parts)
+
+
+def _one_of(root: Any, _node: Any, value: Sequence[Any]) -> _Check:
+    parts = [_quick(root, part) for part in value]
+    return lambda item: sum(1 for part in parts if part(item)) == 1
+
+
+def _if(root: Any, node: Mapping[str, JsonValue], value: Any) -> _Check:
+    condition = _quick(root, value)
+    then, otherwise = _quick(root, node.get("then", True)), _quick(root, node.get("else", True))
+    return lambda item: then(item) if condition(item) else otherwise(item)
+
+
+# keyword → its compiler (root, the node, the keyword's value): the quick check knows these alone.
+_COMPILERS: dict[str, Callable[[Any, Any, Any], _Check]] = {
+    "type": _type, "enum": _enum, "const": _enum, "pattern": _pattern_check,
+    "x-js-max-length": _length(js_trim), "x-utf16-max-length": _length(str), "format": _format,
+    "minimum": _bound(True), "maximum": _bound(False), "exclusiveMinimum": _exclusive(True),
+    "exclusiveMaximum": _exclusive(False), "multipleOf": _multiple_of, "maxLength": _code_points(True),
+    "minLength": _code_points(False), "maxProperties": _at_most(dict), "maxItems": _at_most(list),
+    "minProperties": _at_least(dict), "minItems": _at_least(list), "dependentSchemas": _dependent,
+    "uniqueItems": _unique,
+    "required": _required, "properties": _properties, "additionalProperties": _additional,
+    "propertyNames": _names, "items": _items, "not": _not, "anyOf": _any_of, "allOf": _all_of, "oneOf": _one_of,
+    "if": _if,
 }
 
 
-def _quick_member(node: Mapping[str, Any]) -> Callable[[Any], bool] | None:
-    """A check of one member's `type` (or `enum` of strings), None for any other keyword."""
-    if not set(node) <= {"type", "enum", "description"} or not ("type" in node) ^ ("enum" in node):
-        return None
-    if "enum" in node:
-        allowed = frozenset(node["enum"])
-        strings = all(isinstance(value, str) for value in allowed)
-        return (lambda value: isinstance(value, str) and value in allowed) if strings else None
-    kinds = [node["type"]] if isinstance(node["type"], str) else list(node["type"])
-    if not all(kind in _QUICK_TYPES for kind in kinds):
-        return None
-    types = tuple(python_type for kind in kinds for python_type in _QUICK_TYPES[kind])
-    return lambda value: isinstance(value, types)
-
-
 @cache
-def quick_event_check(event_type: str) -> Callable[[Any], bool] | None:
-    """A plain-Python acceptance of `event_type`'s data where its schema is a closed object of
-    typed members (the decide's announcements, `decision.created` and `hold.opened`): True
-    only for data the validator finds no error in (False: the validator decides, and names the
-    error). None where the schema says more than that. The validator's walk cost about 120 µs
-    of the writer's time per event; this check a few."""
-    node = _event_node(event_type)
-    if not set(node) <= {"type", "required", "properties", "additionalProperties", "description"} \
-            or node.get("type") != "object" or node.get("additionalProperties") is not False:
+def accepts(name: str) -> _Check | None:
+    """A plain-Python acceptance of `<name>` (or of an event type's data, `event:<type>`): True only
+    for a body the validator finds no error in (False: the validator decides, and names the
+    problems); None where the schema uses a keyword this check does not know."""
+    document = _event_node(name.removeprefix("event:")) if name.startswith("event:") else resolved(schema(name))
+    root = schema(EVENT_DATA) if name.startswith("event:") else document
+    try:
+        return _quick(_Compiling(root), document)
+    except _NotQuick:
         return None
-    members = {name: _quick_member(member) for name, member in node.get("properties", {}).items()}
-    if any(check is None for check in members.values()):
-        return None
-    required = tuple(node.get("required", ()))
-    checks = cast(dict[str, Callable[[Any], bool]], members)
 
-    def accepts(data: Any) -> bool:  # loops, not generators: 2 µs where they took 11 (writer thread)
-        if not isinstance(data, dict):
-            return False
-        for name in required:
-            if name not in data:
-                return False
-        for name, value in data.items():
-            check = checks.get(name)
-            if check is None or not check(value):
-                return False
-        return True
-    return accepts
+
+def quick_event_check(event_type: str) -> Callable[[Any], bool] | None:
+    """`accepts` of one event type's data (the decide's announcements, `decision.created` and
+    `hold.opened`, among them)."""
+    return accepts(f"event:{event_type}")
 
 
 def event_types() -> tuple[str, ...]:
@@ -363,19 +651,34 @@ def check(name: str, body: Any, code: str) -> None:
 
 def error_items(name: str, error: ValidationError) -> list[ErrorItem]:
     """The `errors` items the answering node's `x-error` states for this failure ([]: none)."""
+    return [item for _where, item in _placed_items(name, error)]
+
+
+# An item with where it is in the body (its instance path), for `problems`' order.
+_Placed = tuple[list[Any], ErrorItem]
+
+
+def _placed_items(name: str, error: ValidationError) -> list[_Placed]:
     node, where, keyword = _answering_node(schema(name), error)
+    if "propertyNames" in error.absolute_schema_path and len(where) == len(error.absolute_path):
+        where = [*where, error.instance]  # an item names the key whose name is wrong (a refusal, its map)
     return _stated_items(node, where, keyword, error.instance)
 
 
-def _stated_items(node: Any, where: Sequence[Any], keyword: str, instance: Any) -> list[ErrorItem]:
-    """The items `node`'s `x-error` states for a failing `keyword` ([]: none)."""
+def _stated_items(node: Any, where: Sequence[Any], keyword: str, instance: Any) -> list[_Placed]:
+    """The items `node`'s `x-error` states for a failing `keyword` ([]: none); `{field}` in a
+    message is the item's field, as the body names it (`executor.type`, `evidence_refs[3]`)."""
     item = _keyed(node.get("x-error") if isinstance(node, Mapping) else None, keyword)
     if not isinstance(item, Mapping):
         return []
     message = _with_allowed(node, item["message"])
-    if item.get("field") == "*unknown":
-        return [{"field": member, "code": item["code"], "message": message} for member in _unknown(node, instance)]
-    return [{"field": item.get("field") or path_text(where) or "$", "code": item["code"], "message": message}]
+    places = [[*where, member] for member in _unknown(node, instance)] if item.get("field") == "*unknown" \
+        else [list(where)]
+    placed: list[_Placed] = []
+    for place in places:
+        field = (item.get("field") if item.get("field") != "*unknown" else None) or path_text(place) or "$"
+        placed.append((place, {"field": field, "code": item["code"], "message": message.replace("{field}", field)}))
+    return placed
 
 
 def _with_allowed(node: Mapping[str, Any], text: str) -> str:
@@ -385,32 +688,68 @@ def _with_allowed(node: Mapping[str, Any], text: str) -> str:
 
 
 def problems(name: str, body: Any) -> list[ErrorItem]:
-    """Every problem of `body` against `<name>`, one item per member ([]: it passes), for a refusal
-    that names them all at once (the policy checks' arguments): each failure's item is its node's
-    `x-error` (a missing member's is its own node's, by `required`); the members the body's top
-    level does not know come first (sorted), then the declared members in the schema's order, each
-    once (its first failure), and a body that is not an object is its top level's one item. A
-    failure whose node states no `x-error` is still an item (`invalid_value`, `jsonschema`'s words):
-    a failing body is never answered with no problem."""
-    document, found = schema(name), dict[str, ErrorItem]()
+    """Every problem of `body` against `<name>`, one item per field ([]: it passes), for a refusal
+    that names them all at once (the policy checks' arguments, the receipts): each failure's item
+    is its node's `x-error` (a missing member's is its own node's, by `required`, at any depth),
+    each field once (its first failure in the schema's order), and a member wrong as a whole (not an
+    object, too many entries) hides what is wrong inside it. Their order is the same for every
+    body whose canonical JSON is the same, whatever order a client's JSON library wrote the
+    members in; at every depth: first the members an object does not declare (unknown members, a
+    map's entries), sorted by name, then its declared members in the schema's order; an array's
+    items by index; then what a rule across the top level's members finds (its `allOf`,
+    `if`/`then`). A body that is not an object is its top level's one item. A failure whose node states
+    no `x-error` is still an item (`invalid_value`, `jsonschema`'s words): a failing body is never
+    answered with no problem."""
+    quick = accepts(name)
+    if quick is not None and quick(body):
+        return []
+    root, found = schema(name), dict[str, tuple[bool, list[Any], ErrorItem]]()
     for error in validator(name).iter_errors(body):
-        items = _items_of(name, error, body) or [
-            {"field": path_text(error.absolute_path) or "$", "code": "invalid_value", "message": plain_message(error)}]
-        for item in items:
-            found.setdefault(item["field"], item)
-    order = {member: rank for rank, member in enumerate(document.get("properties", {}))}
-    return sorted(found.values(), key=lambda item: (item["field"] in order, order.get(item["field"], 0),
-                                                    item["field"]))
+        placed = _items_of(name, error) or [(list(error.absolute_path), {
+            "field": path_text(error.absolute_path) or "$", "code": "invalid_value", "message": plain_message(error)})]
+        steps = error.absolute_schema_path
+        across = bool(steps) and steps[0] in (*_LISTED, *_IN_PLACE)  # a rule across the top level's members
+        for where, item in placed:
+            found.setdefault(item["field"], (across, where, item))
+    named = {tuple(where) for _across, where, _item in found.values() if where}
+    kept = [(across, where, item) for across, where, item in found.values()
+            if not any(tuple(where[:depth]) in named for depth in range(1, len(where)))]
+    return [item for _across, _where, item in
+            sorted(kept, key=lambda kept_item: (kept_item[0], _body_order(root, kept_item[1])))]
 
 
-def _items_of(name: str, error: ValidationError, body: Any) -> list[ErrorItem]:
-    """The items of one failure: a `required` failure at the top, one per member missing, each
+def _body_order(root: Mapping[str, JsonValue], where: Sequence[Any]) -> tuple[tuple[int, int | str], ...]:
+    """Where `where` comes in the refusal's order (see `problems`): per level, (0, its name) for a
+    member its object does not declare, (1, rank in the schema) for one it does, (1, index) for an
+    array's item."""
+    key: list[tuple[int, int | str]] = []
+    node: Any = root
+    for part in where:
+        node = _deref(root, node) if isinstance(node, Mapping) else {}
+        if isinstance(part, int):
+            key.append((1, part))
+            node = node.get("items", {})
+            continue
+        declared = list(node.get("properties", {}))
+        if part in declared:
+            key.append((1, declared.index(part)))
+            node = node["properties"][part]
+        else:
+            key.append((0, str(part)))
+            node = node.get("additionalProperties", {})
+    return tuple(key)
+
+
+def _items_of(name: str, error: ValidationError) -> list[_Placed]:
+    """The items of one failure: a `required` failure, at any depth, one per member missing, each
     answered by its own node as `check` answers the first (`_answering_node`)."""
-    if error.validator == "required" and not error.absolute_path and isinstance(body, Mapping):
-        members = schema(name).get("properties", {})
-        return [item for member in error.validator_value if member not in body
-                for item in _stated_items(members.get(member, {}), [member], "required", None)]
-    return error_items(name, error)
+    if error.validator == "required" and isinstance(error.instance, Mapping):
+        root = schema(name)
+        where = list(error.absolute_path)
+        members = _deref(root, error.schema).get("properties", {}) if isinstance(error.schema, Mapping) else {}
+        return [placed for member in error.validator_value if member not in error.instance
+                for placed in _stated_items(_deref(root, members.get(member, {})), [*where, member], "required", None)]
+    return _placed_items(name, error)
 
 
 def _unknown(node: Mapping[str, Any], instance: Any) -> list[str]:
@@ -425,6 +764,61 @@ def checked(name: str, body: Any, code: str) -> Mapping[str, Any]:
     if not isinstance(body, Mapping):
         raise TypeError(f"{name}.schema.json passed a body that is not an object")
     return body
+
+
+def read(name: str, body: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    """A body that passed `<name>`, as its schema reads it (the receipts' members as stored): text
+    whose node states `x-js-max-length` trimmed as JavaScript trims it, at any depth (an object's
+    keys as sent); a top-level member that reads as nothing (null, blank text, an empty object or
+    array) left out; then each absent member with a `default` given it, in the schema's order."""
+    members, defaults = _top_readers(name)
+    members_read: dict[str, JsonValue] = {}
+    for member, reader in members:
+        if member in body:
+            value = reader(body[member])
+            if value is not None and value != "" and value != {} and value != []:
+                members_read[member] = value
+    for member, default in defaults:
+        if member not in members_read:
+            members_read[member] = default
+    return members_read
+
+
+_Reader = Callable[[Any], Any]
+
+
+@cache
+def _top_readers(name: str) -> tuple[list[tuple[str, _Reader]], list[tuple[str, Any]]]:
+    """`<name>`'s top-level members with their readers (`_reader`), and the defaults it states."""
+    root = schema(name)
+    nodes = [(member, _deref(root, node)) for member, node in root.get("properties", {}).items()]
+    return ([(member, _reader(root, node)) for member, node in nodes],
+            [(member, node["default"]) for member, node in nodes if "default" in node])
+
+
+def _reader(root: Mapping[str, JsonValue], node: Any) -> _Reader:
+    """How `node` reads a value that passed it: text trimmed where it states `x-js-max-length`, an
+    object's and an array's members by their own nodes (built once per schema)."""
+    node = _deref(root, node) if isinstance(node, Mapping) else {}
+    trims = "x-js-max-length" in node
+    declared = {member: _reader(root, child) for member, child in node.get("properties", {}).items()}
+    others = node.get("additionalProperties")
+    other = _reader(root, others) if isinstance(others, Mapping) else _as_sent
+    each = _reader(root, node["items"]) if isinstance(node.get("items"), Mapping) else _as_sent
+
+    def read_value(value: Any) -> Any:
+        if isinstance(value, str):
+            return js_trim(value) if trims else value
+        if isinstance(value, dict):
+            return {key: declared.get(key, other)(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [each(item) for item in value]
+        return value
+    return read_value
+
+
+def _as_sent(value: Any) -> Any:
+    return value
 
 
 def refusal(name: str, error: ValidationError) -> str:
@@ -477,18 +871,39 @@ def _answering_node(root: Mapping[str, Any], error: ValidationError) -> tuple[An
             node = node[keyword]
         else:
             break
-        if _sentence(node, "*") is not None:
+        node = _deref(root, node)
+        if _answers(node, "*"):
             found = (node, instance[:depth], "*")
     if not isinstance(node, Mapping):
         return found
-    if _sentence(node, str(error.validator)) is not None:
+    if _answers(node, str(error.validator)):
         return node, instance[:depth], str(error.validator)
     if error.validator == "required" and isinstance(error.instance, Mapping):
         missing = next(name for name in error.validator_value if name not in error.instance)
-        member = node.get("properties", {}).get(missing, {})
-        if _sentence(member, "*") is not None:
+        member = _deref(root, node.get("properties", {}).get(missing, {}))
+        if _answers(member, "*") or _answers(member, "required"):
             return member, [*instance[:depth], missing], "required"  # its `*` when it states no `required`
     return found
+
+
+def _deref(root: Mapping[str, Any], node: Any) -> Any:
+    """`node`, or where its `$ref` into `root`'s `$defs` points with `node`'s other keywords over
+    it (a member that names a shared kind of value and says its own `x-error`): a walk of the
+    schema meets the referred node where `jsonschema`'s path, which leaves `$ref` out, has it."""
+    if not isinstance(node, Mapping) or "$ref" not in node:
+        return node
+    reference = node["$ref"]
+    if not reference.startswith("#/$defs/"):
+        return node
+    shared = root["$defs"][reference.removeprefix("#/$defs/")]
+    return {**_deref(root, shared), **{key: value for key, value in node.items() if key != "$ref"}}
+
+
+def _answers(node: Any, keyword: str) -> bool:
+    """Whether `node` states what a failing `keyword` under it says: an `x-refusal` sentence, or an
+    `x-error` item (a node may state items alone: the receipts' bodies name every problem)."""
+    return _sentence(node, keyword) is not None or (
+        isinstance(node, Mapping) and isinstance(_keyed(node.get("x-error"), keyword), Mapping))
 
 
 def _sentence(node: Any, keyword: str) -> str | None:
@@ -517,10 +932,12 @@ def path_text(path: Sequence[Any]) -> str:
 
 __all__ = [
     "EVENT_DATA",
+    "HTTP_URL_FORMAT",
     "MAX_MESSAGE",
     "PRINTABLE_RUN",
     "ErrorItem",
     "EventDataInvalid",
+    "accepts",
     "check",
     "check_event_data",
     "checked",
@@ -535,6 +952,7 @@ __all__ = [
     "plain_message",
     "problems",
     "quick_event_check",
+    "read",
     "refusal",
     "resolved",
     "schema",

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict, cast
 from urllib.parse import quote
 
+from gate.bodies.text import js_trim
 from gate.keys.signing import Ed25519Key, ReceiptSigner
 from gate.protocol.attestation import (
     attestation_outcome,
@@ -124,18 +125,6 @@ MAX_EVIDENCE_ITEMS = 32
 MAX_EVIDENCE_CHARS = 180
 MAX_MANIFEST_SOURCES = 16
 MAX_URL = 800
-
-# JavaScript `String.prototype.trim` white space: WhiteSpace + LineTerminator code points.
-_JS_WHITESPACE = (
-    "\u0009\u000a\u000b\u000c\u000d\u0020\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
-    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-)
-
-
-def js_trim(text: str) -> str:
-    """`text.trim()` as JavaScript does it (Python's `strip` differs on U+001C–U+001F, U+FEFF)."""
-    return text.strip(_JS_WHITESPACE)
-
 
 def limit_text(value: Any, limit: int) -> str:
     """Trim (JS rules), then keep the longest prefix of at most `limit` UTF-16 code units.

@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+from gate.bodies.text import utf16_length
 from gate.errors import GateError
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.records import MAX_IDEMPOTENCY_KEY
@@ -33,7 +34,6 @@ from gate.receipts.binding import (
     check_record_references,
     derived_action_binding,
 )
-from gate.receipts.fields import MAX_ID, utf16_length
 from gate.receipts.hashing import (
     EXECUTION_HASH_MEMBERS,
     OUTCOME_HASH_MEMBERS,
@@ -78,6 +78,7 @@ OUTCOME_EXECUTION_MISMATCH = "SVC_OUTCOME_EXECUTION_MISMATCH"
 ExecutionLookup = Callable[[str], Mapping[str, JsonValue] | None]
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+MAX_ID = 300  # a receipt id the service gives, as long as a caller's identifier may be (gate/bodies)
 
 def _stored_record(record: Any) -> Mapping[str, JsonValue]:
     if record is None:

@@ -10,9 +10,18 @@ TypedDict is created, or Python 3.11 cannot tell the optional members apart.
 
 from typing import NotRequired, TypedDict
 
-from gate.receipts.fields import Executor, ResultObject
+__all__ = ["CrmSyncRecord", "ExecutionReceipt", "Executor", "OutcomeRecord", "ResultObject"]
 
-__all__ = ["CrmSyncRecord", "ExecutionReceipt", "OutcomeRecord"]
+
+class Executor(TypedDict):
+    """`executor` as stored: who ran the action (both members trimmed text)."""
+
+    type: str
+    id: str
+
+
+# `execution_result` given as an object: member name → text, finite number or boolean.
+ResultObject = dict[str, str | int | float | bool]
 
 
 class ExecutionReceipt(TypedDict):

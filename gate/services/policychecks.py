@@ -20,7 +20,6 @@ argument validation) raises `CheckFailed` instead of answering, so it can never 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -309,17 +308,13 @@ def validate_arguments(spec: CheckSpec, arguments: Any, schema: str | None = Non
     The check's schema (`gate/bodies/policy-check-<service>.schema.json`, or `schema`, one that
     composes it with a caller's own members) is the one check: every
     problem it finds is listed (`gate.bodies.problems`), unknown arguments first (closed input,
-    like rulebooks). A null is a wrong value like any other, never an absent member. What a schema
-    cannot say stays here: a number of days must be finite (a caller in process may pass NaN).
-    Then `vendor` and `plan` are normalized ids (`"Best Buy"` → `"best-buy"`); `region` is an
+    like rulebooks). A null is a wrong value like any other, never an absent member, and a number
+    is finite (a caller in process may pass NaN: no JSON number, so the schema's `number` refuses
+    it). Then `vendor` and `plan` are normalized ids (`"Best Buy"` → `"best-buy"`); `region` is an
     ISO 3166 alpha-2 code, upper-cased, default "US"; a missing `plan` means the vendor's
     any-plan row (`"*"`).
     """
     errors = problems(schema or f"policy-check-{spec.service}", arguments)
-    days = arguments.get("days_since_purchase") if spec.uses_days and isinstance(arguments, dict) else None
-    if isinstance(days, float) and not math.isfinite(days):  # the last member: its item comes last
-        errors.append({"field": "days_since_purchase", "code": "invalid_value",
-                       "message": f"a number of days from 0 to {MAX_DAYS}"})
     if errors:
         raise ArgumentsInvalid(errors)
     inputs: CheckInputs = {"vendor": normalize_id(arguments["vendor"]),

@@ -41,6 +41,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from api.openapi import openapi_document
 from api.openapi_params import PRINTABLE_FORMAT
+from gate.bodies import HTTP_URL_FORMAT
 
 EXAMPLES_PER_OPERATION = int(os.environ.get("GATE_SCHEMATHESIS_EXAMPLES", "12"))
 SEED = int(os.environ.get("GATE_SCHEMATHESIS_SEED", "20261122"))  # other seeds: exploratory runs
@@ -51,6 +52,12 @@ OPERATIONS = [result.ok() for result in SCHEMA.get_all_operations()]
 schemathesis.openapi.format(PRINTABLE_FORMAT, st.text(
     st.characters(codec="utf-8", exclude_categories=("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs")) | st.just(" "),
     min_size=1, max_size=40))
+
+# Generates what the receipts' URL format admits (gate.bodies: an absolute http(s) URL with a host).
+schemathesis.openapi.format(HTTP_URL_FORMAT, st.builds(
+    "{}://{}{}{}".format, st.sampled_from(["http", "https", "HTTPS"]),
+    st.from_regex(r"\A[a-z][a-z0-9-]{0,20}(\.[a-z]{2,6}){0,2}\Z"),
+    st.sampled_from(["", ":80", ":8443"]), st.from_regex(r"\A(/[A-Za-z0-9._~-]{0,12}){0,3}\Z")))
 
 _JSON_LIMITS = "JSON parser limits inside free-form objects (docs.json limits.json, json_depth)"
 _SEMANTICS = "the rulebook's semantics, the registry's content or the gate's configuration"

@@ -15,10 +15,9 @@ from gate.replay.whatif import MAX_SCENARIOS
 from gate.vocabulary import MAX_SAFE_INTEGER, RULEBOOK_SCHEMA_PATH, VIEWS
 
 # Request bodies whose schema is still written in code, by component, with the code it is derived
-# from: none since the receipts', the pilot's, the workflow's and the policy checks' moved to files
-# (the receipts' hand checks are held to them: tests/core/test_receipt_body_schemas.py; the rest
-# are checked by them alone: test_check_body_schemas.py). Left empty: a body written in code again
-# fails the first test below.
+# from: none since the receipts', the pilot's, the workflow's and the policy checks' moved to files,
+# each now checked by its file alone (tests/core/test_receipt_body_schemas.py,
+# test_check_body_schemas.py). Left empty: a body written in code again fails the first test below.
 DERIVED: dict[str, str] = {}
 # Components made from a body file by a rule stated beside them in api/openapi.py.
 FROM_A_FILE = {"ReleasePolicyPatch": "release-policy", "ReleasePolicyApproval": "setting-approval"}
@@ -81,14 +80,20 @@ def test_the_constants_the_moved_schemas_state_are_the_code_s():
     assert (ticket["minimum"], ticket["maximum"]) == (0, MAX_SAFE_INTEGER)
 
 
-# Bodies still checked by hand beside their file, each listing every problem at once (the
-# receipts in the spec's order); the policy checks' four, the workflow's (its check's file with
-# the ticket id composed in) and the pilot's two moved to their schema alone
-# (`gate.bodies.problems`). The list only shrinks: a file that stops saying so, or a new body
-# checked by hand, fails here.
-HAND_CHECKED = {"crm-sync", "execution", "outcome"}
+# Bodies checked by hand beside their file: none since the receipts' three moved to their schema
+# alone (issue 66, item 1), after the policy checks' four, the workflow's and the pilot's two
+# (`gate.bodies.problems`). A file that says it is checked by hand, or a hand check of a body
+# written again, fails here.
+HAND_CHECKED: set[str] = set()
 
 
 def test_the_bodies_still_checked_by_hand_say_so_and_only_they():
     said = {name for name in _files().values() if "Checked by hand" in bodies.schema(name)["description"]}
     assert said == HAND_CHECKED
+
+
+def test_no_module_holds_a_receipt_field_check_of_its_own():
+    """The receipts' member checks (`gate.receipts.fields`) are gone: the schemas are their home."""
+    from importlib.util import find_spec
+
+    assert find_spec("gate.receipts.fields") is None

@@ -7,8 +7,7 @@ import re
 import pytest
 from receipts_support import DOCS
 
-from gate import receipts
-from gate.receipts import fields as F
+from gate import bodies, receipts
 from gate.receipts.credentials import (
     CREDENTIAL_NAMES,
     CREDENTIAL_VALUE_PREFIXES,
@@ -73,10 +72,9 @@ def test_every_problem_code_is_documented(code):
     assert re.search(rf"^\| `{code}` \|", TEXT, re.M)
 
 
-@pytest.mark.parametrize("members", [receipts.EXECUTION_REQUEST_MEMBERS, receipts.OUTCOME_REQUEST_MEMBERS,
-                                     receipts.CRM_SYNC_REQUEST_MEMBERS])
-def test_every_request_member_is_documented(members):
-    for name in members:
+@pytest.mark.parametrize("body_schema", [receipts.EXECUTION_BODY, receipts.OUTCOME_BODY, receipts.CRM_SYNC_BODY])
+def test_every_request_member_is_documented(body_schema):
+    for name in bodies.schema(body_schema)["properties"]:
         assert f"`{name}`" in TEXT, name
 
 
@@ -86,8 +84,31 @@ def test_credential_rules_are_documented():
         assert f"`{name}`" in section, name
 
 
+def _limits(node: object) -> set[int]:
+    """Every length and count limit the receipts' schemas state."""
+    found: set[int] = set()
+    if isinstance(node, dict):
+        found |= {value for key, value in node.items() if isinstance(value, int)
+                  and key in ("x-js-max-length", "x-utf16-max-length", "maxProperties", "maxItems")}
+        for value in node.values():
+            found |= _limits(value)
+    elif isinstance(node, list):
+        for value in node:
+            found |= _limits(value)
+    return found
+
+
+def _patterns(node: object) -> set[str]:
+    if isinstance(node, dict):
+        return ({node["pattern"]} if isinstance(node.get("pattern"), str) and "propertyNames" not in node else set()) \
+            | {pattern for value in node.values() for pattern in _patterns(value)}
+    return {pattern for value in node for pattern in _patterns(value)} if isinstance(node, list) else set()
+
+
 def test_limits_are_documented():
-    for limit in (F.MAX_ID, F.MAX_LABEL, F.MAX_URL, F.MAX_OPAQUE_HASH, F.MAX_RESULT_TEXT, F.MAX_DECISION_ID,
-                  F.MAX_METRICS, F.MAX_FIELD_MAPPING, F.MAX_BINDING_MEMBERS, F.MAX_EVIDENCE_REFS):
+    limits = set().union(*(_limits(bodies.schema(name)) for name in ("execution", "outcome", "crm-sync")))
+    assert limits >= {300, 160, 800, 200, 500, 600, 64, 100, 32, 40}
+    for limit in limits - {40}:  # 40: a timestamp's own length, its format says more
         assert f"≤ {limit}" in TEXT, limit
-    assert F.METRIC_NAME.pattern in TEXT and F.BINDING_MEMBER_NAME.pattern in TEXT
+    names = {pattern for pattern in _patterns(bodies.schema("execution")) if pattern.startswith("^[A-Za-z_]")}
+    assert names and all(pattern in TEXT for pattern in names)
