@@ -65,23 +65,15 @@ def _value(root: dict[str, Any], node: Any, depth: int = 0) -> st.SearchStrategy
     return st.one_of(*choices)
 
 
-# Bodies whose quick check takes exactly what the validator takes (a receipt's body, where it
-# spares a millisecond); elsewhere it may leave a valid body to the validator (a number in an
-# enum, a list of numbers that must be unique), never take an invalid one.
-EXACT = {"execution", "outcome", "crm-sync", "workflow", "policy-check-refund", "replay"}
 NOT_QUICK = {"decide"}  # its facts are a recursive JSON value: the validator alone
 
 
 def _agrees(name: str, body: Any) -> None:
     quick = bodies.accepts(name)
     assert (quick is None) == (name in NOT_QUICK), name
-    if quick is None:
-        return
-    errors = list(bodies.validator(name).iter_errors(body))
-    taken = quick(body)
-    assert not (taken and errors), (name, body, [error.message for error in errors][:3])
-    if name in EXACT:
-        assert taken == (not errors), (name, body)
+    if quick is not None:  # every keyword is exact: it takes exactly what the validator takes
+        errors = list(bodies.validator(name).iter_errors(body))
+        assert quick(body) == (not errors), (name, body, [error.message for error in errors][:3])
 
 
 @pytest.mark.parametrize("name", _names())
@@ -109,8 +101,29 @@ def test_a_keyword_the_quick_check_does_not_know_leaves_the_validator_alone():
     assert bodies._quick(bodies._Compiling({}), {"type": "object"})({}) is True
     with pytest.raises(bodies._NotQuick):
         bodies._quick(bodies._Compiling({}), {"contains": {"type": "string"}})
-    assert bodies._quick(bodies._Compiling({}), {"enum": [1, "a"]})(1) is False  # JSON's equality: the validator's
-    assert bodies._quick(bodies._Compiling({}), {"enum": [1, "a"]})("a") is True
+
+
+@pytest.mark.parametrize(("node", "values"), [
+    ({"enum": [1, "a", None, [1, {"b": True}]]}, [1, 1.0, True, "a", "b", None, 0, [1, {"b": True}], [1.0, {"b": 1}]]),
+    ({"not": {"enum": [1]}}, [1, 1.0, True, "1"]),
+    ({"const": False}, [False, 0, None]),
+    ({"uniqueItems": True}, [[1, 1.0], [1, True], [{"a": 1}, {"a": 1.0}], [[1], [True]], ["a", "a"], ["a", "b"]]),
+    ({"not": {"uniqueItems": True}}, [[1, 1.0], [1, True]]),
+    ({"oneOf": [{"enum": [1]}, {"type": "number"}]}, [1, 2, True]),
+    ({"if": {"enum": [1]}, "then": {"type": "integer"}, "else": {"type": "string"}}, [1, 1.0, "x", True]),
+    ({"$defs": {"n": {"type": "number"}}, "$ref": "#/$defs/n", "maximum": 3}, [2, 4, "x"]),
+])
+def test_the_quick_check_is_exact_where_it_stands_under_not_or_in_a_choice(node, values):
+    """A check that said False when unsure would turn into True under `not`, in a `oneOf` or as an
+    `if`: every keyword is exact (JSON's equality for enums, consts and unique items; a reference
+    and its siblings both apply), so each answer is the validator's."""
+    quick = bodies._quick(bodies._Compiling(node), node)
+    strict = bodies._Validator(node)
+    for value in values:
+        assert quick(value) == strict.is_valid(value), (node, value)
+
+
+def test_a_recursive_shape_leaves_the_validator_alone():
     node = {"$defs": {"value": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"$ref": "#/$defs/value"}}]}},
             "$ref": "#/$defs/value"}
     with pytest.raises(bodies._NotQuick):
