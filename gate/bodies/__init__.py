@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, TypeVar, cast
 from urllib.parse import urlsplit
 
 from gate.bodies.text import js_trim, utf16_length
-from gate.errors import GateError
+from gate.errors import GateError, Signal
 from gate.strict_json import JsonValue
 
 if TYPE_CHECKING:
@@ -336,8 +336,9 @@ _UNCHECKED = frozenset({"description", "title", "default", "examples", "x-error"
                         "$comment", "$defs", "deprecated", "readOnly", "writeOnly"})
 
 
-class _NotQuick(Exception):
-    """The schema says something the quick check does not know: the validator decides alone."""
+class _NotQuick(Signal):
+    """The schema says something the quick check does not know: the validator decides alone (a
+    turn `accepts` catches at once, never a refusal)."""
 
 
 class _Compiling(NamedTuple):

@@ -77,7 +77,7 @@ def _agrees(name: str, body: Any) -> None:
 
 
 @pytest.mark.parametrize("name", _names())
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_the_quick_acceptance_of_a_body_is_the_validator_s(name, data):
     root = dict(bodies.schema(name))
@@ -85,7 +85,7 @@ def test_the_quick_acceptance_of_a_body_is_the_validator_s(name, data):
 
 
 @pytest.mark.parametrize("event_type", bodies.event_types())
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_the_quick_acceptance_of_an_event_s_data_is_the_validator_s(event_type, data):
     root = dict(bodies.schema(bodies.EVENT_DATA))

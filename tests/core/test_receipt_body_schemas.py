@@ -87,7 +87,7 @@ def _body(draw: st.DrawFn, name: str) -> tuple[dict[str, Any], set[str]]:
 
 
 @pytest.mark.parametrize("name", KINDS)
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_a_refusal_names_exactly_the_members_drawn_wrong_and_a_pass_reads_them_trimmed(name, data):
     body, wrong = data.draw(_body(name))
