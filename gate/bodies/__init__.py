@@ -103,18 +103,26 @@ def _pattern(validator: Any, pattern: str, instance: Any, _schema: Any) -> Itera
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-def _js_max_length(_validator: Any, limit: int, instance: Any, _schema: Any) -> Iterator[ValidationError]:
-    from jsonschema.exceptions import ValidationError
+# The text limits beyond draft 2020-12, by keyword: how the text is read before its UTF-16 code
+# units are counted (trimmed as JavaScript trims it: how the reference counts a receipt's text;
+# or as sent: a key, which is never trimmed). The validator and the quick check both read them here.
+_TEXT_LIMITS: dict[str, Callable[[str], str]] = {"x-js-max-length": js_trim, "x-utf16-max-length": str}
 
-    if isinstance(instance, str) and utf16_length(js_trim(instance)) > limit:
-        yield ValidationError(f"longer than {limit} UTF-16 code units once trimmed")
+
+def _within(read: Callable[[str], str], limit: int, instance: Any) -> bool:
+    return not isinstance(instance, str) or utf16_length(read(instance)) <= limit
 
 
-def _utf16_max_length(_validator: Any, limit: int, instance: Any, _schema: Any) -> Iterator[ValidationError]:
-    from jsonschema.exceptions import ValidationError
+def _text_limit(keyword: str) -> Callable[[Any, int, Any, Any], Iterator[ValidationError]]:
+    """The validator's check of one of `_TEXT_LIMITS`."""
+    read = _TEXT_LIMITS[keyword]
 
-    if isinstance(instance, str) and utf16_length(instance) > limit:
-        yield ValidationError(f"longer than {limit} UTF-16 code units")
+    def check(_validator: Any, limit: int, instance: Any, _schema: Any) -> Iterator[ValidationError]:
+        from jsonschema.exceptions import ValidationError
+
+        if not _within(read, limit, instance):
+            yield ValidationError(f"longer than {limit} UTF-16 code units ({keyword})")
+    return check
 
 
 def _finite_number(_checker: Any, instance: Any) -> bool:
@@ -221,11 +229,9 @@ def _validator_class() -> Any:
 
     # `integer` is a JSON number written without a fraction: 60.0 is refused, as the hand-written
     # checks refused it (`type(value) is int`), where JSON Schema alone would take it.
-    # `x-js-max-length`: text, trimmed as JavaScript trims it, of at most that many UTF-16 code
-    # units (how the reference counts a receipt's text: gate.bodies.text); `x-utf16-max-length`:
-    # the same count of the text as sent (a key, which is never trimmed).
+    # `number` is a JSON number: NaN and Infinity are none. The text limits: `_TEXT_LIMITS`.
     types = Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": _whole_number, "number": _finite_number})
-    keywords = {"pattern": _pattern, "x-js-max-length": _js_max_length, "x-utf16-max-length": _utf16_max_length}
+    keywords = {"pattern": _pattern, **{keyword: _text_limit(keyword) for keyword in _TEXT_LIMITS}}
     return extend(Draft202012Validator, validators=keywords, type_checker=types)
 
 
@@ -321,16 +327,6 @@ def event_validator(event_type: str) -> Validator:
 # names the problems; the quick check only spares a passing body the validator's walk (about a
 # millisecond for a receipt's body, 20 µs here; the writer thread's 120 µs an event).
 _Check = Callable[[Any], bool]
-# Each JSON type as the Python test the validator's type checker makes (`_validator_class`).
-_TYPE_TESTS: dict[str, _Check] = {
-    "string": lambda value: isinstance(value, str),
-    "object": lambda value: isinstance(value, dict),
-    "array": lambda value: isinstance(value, list),
-    "boolean": lambda value: isinstance(value, bool),
-    "null": lambda value: value is None,
-    "integer": lambda value: _whole_number(None, value),
-    "number": lambda value: _finite_number(None, value),
-}
 # Keywords the quick check ignores: annotations, and what only the served document reads.
 _UNCHECKED = frozenset({"description", "title", "default", "examples", "x-error", "x-refusal", "$schema", "$id",
                         "$comment", "$defs", "deprecated", "readOnly", "writeOnly"})
@@ -417,8 +413,11 @@ def _never(_item: Any) -> bool:
     return False
 
 
-# The JSON types the validator reads as Python's own (`integer` and `number` need a test).
+# The JSON types the validator reads as Python's own; `integer` and `number` are the type checker's
+# own tests (`_validator_class`).
 _PYTHON_TYPES: dict[str, type] = {"string": str, "object": dict, "array": list, "boolean": bool, "null": type(None)}
+_TYPE_TESTS: dict[str, _Check] = {"integer": lambda value: _whole_number(None, value),
+                                  "number": lambda value: _finite_number(None, value)}
 
 
 def _type(_root: Any, _node: Any, value: Any) -> _Check:
@@ -469,8 +468,9 @@ def _pattern_check(_root: Any, _node: Any, value: str) -> _Check:
     return lambda item: not isinstance(item, str) or found(item) is not None
 
 
-def _length(trim: Callable[[str], str]) -> Callable[[Any, Any, int], _Check]:
-    return lambda _root, _node, limit: lambda item: not isinstance(item, str) or utf16_length(trim(item)) <= limit
+def _length(keyword: str) -> Callable[[Any, Any, int], _Check]:
+    read = _TEXT_LIMITS[keyword]
+    return lambda _root, _node, limit: lambda item: _within(read, limit, item)
 
 
 def _format(_root: Any, _node: Any, value: str) -> _Check:
@@ -584,7 +584,7 @@ def _if(root: Any, node: Mapping[str, JsonValue], value: Any) -> _Check:
 # keyword → its compiler (root, the node, the keyword's value): the quick check knows these alone.
 _COMPILERS: dict[str, Callable[[Any, Any, Any], _Check]] = {
     "type": _type, "enum": _enum, "const": _enum, "pattern": _pattern_check,
-    "x-js-max-length": _length(js_trim), "x-utf16-max-length": _length(str), "format": _format,
+    **{keyword: _length(keyword) for keyword in _TEXT_LIMITS}, "format": _format,
     "minimum": _bound(True), "maximum": _bound(False), "exclusiveMinimum": _exclusive(True),
     "exclusiveMaximum": _exclusive(False), "multipleOf": _multiple_of, "maxLength": _code_points(True),
     "minLength": _code_points(False), "maxProperties": _at_most(dict), "maxItems": _at_most(list),

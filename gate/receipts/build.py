@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+from gate import bodies
 from gate.bodies.text import utf16_length
 from gate.errors import GateError
 from gate.protocol.canonical import sha256_hex
@@ -78,7 +79,9 @@ OUTCOME_EXECUTION_MISMATCH = "SVC_OUTCOME_EXECUTION_MISMATCH"
 ExecutionLookup = Callable[[str], Mapping[str, JsonValue] | None]
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-MAX_ID = 300  # a receipt id the service gives, as long as a caller's identifier may be (gate/bodies)
+# A receipt id the service gives may be as long as a caller's identifier (its kind in the receipts'
+# body schemas, whose one home that limit is).
+MAX_ID: int = bodies.schema("execution")["$defs"]["identifier"]["x-js-max-length"]
 
 def _stored_record(record: Any) -> Mapping[str, JsonValue]:
     if record is None:
