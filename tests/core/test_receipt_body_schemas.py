@@ -176,3 +176,17 @@ def test_the_served_receipt_bodies_keep_their_shared_kinds():
     assert served["properties"]["action_taken"] == {"$ref": "#/components/schemas/ExecutionRequest/$defs/label"}
     assert served["$defs"]["label"]["x-js-max-length"] == 160
     assert "x-error" not in served["$defs"]["label"]
+
+
+def test_a_container_over_its_limit_is_named_whole_and_its_members_are_never_walked():
+    """A hostile body's cost is bounded: `problems` does not look inside an array or an object over
+    its own count limit (40,000 blank references were walked one by one, for one item)."""
+    body = {"execution_status": "executed", "decision_record_hash": HASH, "decision_receipt_hash": HASH,
+            "evidence_refs": [""] * 400, "action_binding": {f"-{index}": "" for index in range(400)}}
+    assert len(list(bodies.validator("execution").iter_errors(body))) > 800  # what a plain walk meets
+    listed = list(bodies.validator("execution", listing=True).iter_errors(body))
+    assert sorted(error.validator for error in listed) == ["maxItems", "maxProperties"]
+    with pytest.raises(GateError) as refused:
+        V.validate_execution_request(body)
+    assert [(item["field"], item["code"]) for item in refused.value.details["errors"]] == [
+        ("action_binding", "too_many"), ("evidence_refs", "too_many")]
