@@ -312,18 +312,16 @@ def _composition(name: str) -> str:
 def validator(name: str, listing: bool = False) -> Validator:
     """The cached validator of `<name>` (the schema itself is checked against the metaschema once);
     `listing`: the one `problems` walks (`_validator_class`)."""
-    return _Validator(_checked(name), listing)
+    _check_schema(name)
+    return _Validator(resolved(schema(name)), listing)  # its placeholders, as this interpreter reads text
 
 
 @cache
-def _checked(name: str) -> Mapping[str, Any]:
-    """`<name>` with its patterns' placeholders resolved, as this interpreter reads text, and
-    checked against the metaschema (once, whichever validator asks first)."""
+def _check_schema(name: str) -> None:
+    """`<name>` checked against the metaschema, once, whichever of its validators asks first."""
     from jsonschema import Draft202012Validator
 
-    document = resolved(schema(name))
-    Draft202012Validator.check_schema(document)
-    return document
+    Draft202012Validator.check_schema(resolved(schema(name)))
 
 
 EVENT_DATA = "event-data"  # event-data.schema.json: one schema per event type, in its $defs
