@@ -11,9 +11,9 @@ import copy
 import json
 import re
 import subprocess
+import time
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from gate.principals import Principal
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, GATE, Workbench, screenshot
@@ -270,17 +270,32 @@ def _attached_to(page, url: str, served: dict) -> bool:
     """Open `url` in `page` (its own browser, its own cookie) answered with `served`, another
     browser's page (what a hand-made client does over the websocket: another page's token): whether
     Bob's page was then drawn (a page for Alice herself is no attack: a token naming no live page
-    makes a new one for the websocket's own sign-in session)."""
+    makes a new one for the websocket's own sign-in session).
+
+    A served page (200) must open its websocket (else nothing was tried, and this fails); a refused
+    one (the link's 403) has no script to open one. It ends when Bob's name shows (drawn) or when
+    the server has closed that websocket and a further second draws nothing (refused): a refused
+    handshake closes it at once, where waiting for a name that never came cost 20 s each."""
     def swap(route) -> None:
         route.fulfill(**served)
 
+    bob = page.locator(".signed-in").get_by_text("Bob Approver")
     page.route(url, swap)
     try:
-        page.goto(url)
-        page.locator(".signed-in").get_by_text("Bob Approver").wait_for(timeout=20_000)
-        return True
-    except PlaywrightTimeout:
-        return False
+        if served["status"] != 200:
+            page.goto(url)
+            return bob.count() > 0
+        with page.expect_websocket(timeout=20_000) as opened:
+            page.goto(url)
+        socket, deadline = opened.value, time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if bob.count():
+                return True
+            if socket.is_closed():
+                page.wait_for_timeout(1_000)  # anything the socket delivered before closing is drawn
+                return bob.count() > 0
+            page.wait_for_timeout(100)
+        return bob.count() > 0
     finally:
         page.unroute(url, swap)
 
@@ -312,9 +327,11 @@ def test_no_one_acts_with_another_persons_page(browser, governed):
                                        extra_payload={"headers": {}, "cookies": {}, "arguments": {}})
         by_link = _page_for(bob_context, f"{server.url}?bokeh-session-id={chosen}", hand_made)
         # Before, Alice's browser drew Bob's page ("signed in as Bob Approver") and its Approve
-        # button acted as Bob; now the websocket is refused. Bob's own page is fetched just before
+        # button acted as Bob; now the link is refused, and so is a websocket with the hand-made
+        # token or with the token of Bob's own page. Bob's page is fetched just before each
         # (the server drops a page no websocket joined within 15 s).
         drawn = [_attached_to(alice, server.url, by_link),
+                 _attached_to(alice, server.url, _page_for(bob_context, server.url, hand_made)),
                  _attached_to(alice, server.url, _page_for(bob_context, server.url))]
         screenshot(alice, "oidc-5-alice-attached-to-nothing")
     finally:
@@ -326,7 +343,8 @@ def test_no_one_acts_with_another_persons_page(browser, governed):
         after = releases.history(SCOPE, RULEBOOK_ID)
     finally:
         ledger.dispose()
-    assert drawn == [False, False], f"Bob's page drawn in Alice's browser (link, own page): {drawn}"
+    assert drawn == [False, False, False], \
+        f"Bob's page drawn in Alice's browser (link, hand-made token, his page's token): {drawn}"
     assert by_link["status"] == 403
     assert after == before, [event["action"] + " by " + event["actor"] for event in after[len(before):]]
     assert seq >= 1  # Alice's request stays pending, approved by no one
