@@ -68,6 +68,25 @@ def _fresh_evaluators_under_mutation():
     yield
 
 
+def pytest_configure(config):
+    """The run's shared folder (`tests.demo_support.SHARED_ENV`): made by the controller, or by a
+    run without workers, before any worker starts, so every worker inherits its name and what one
+    builds there (the seeded demo home) the others copy instead of building again."""
+    from tests.demo_support import SHARED_ENV
+
+    if not hasattr(config, "workerinput"):
+        import tempfile
+
+        config.gate_shared = tempfile.mkdtemp(prefix="gate-tests-shared-")
+        os.environ[SHARED_ENV] = config.gate_shared
+
+
+def pytest_unconfigure(config):
+    """Remove the run's shared folder once every worker has finished (the controller unconfigures last)."""
+    if shared := getattr(config, "gate_shared", None):
+        shutil.rmtree(shared, ignore_errors=True)
+
+
 def pytest_collection_modifyitems(config, items):
     if not MUTATION_EXAMPLES:
         return
@@ -105,16 +124,19 @@ def pg_database():
 
 
 def _truncate_pg(url: str) -> None:
-    from sqlalchemy import text
+    """Empty every table of the session's PostgreSQL ledger and restart its sequences, as a fresh
+    ledger has them. `DELETE`, not `TRUNCATE`: a test leaves a few rows, which `DELETE` removes in
+    8-10 ms where `TRUNCATE` (a new file per table) took 55-65 ms, before each of about 500 tests.
+    Children first; the outbox's day partitions are emptied through their parent."""
+    import psycopg
 
-    from gate.ledger import Ledger
     from gate.ledger.tables import metadata
 
-    ledger = Ledger(url, pool_size=1)
-    names = ", ".join(table.name for table in metadata.sorted_tables)
-    with ledger.engine.begin() as connection:
-        connection.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
-    ledger.dispose()
+    with psycopg.connect(url, autocommit=True) as connection:
+        sequences = [row[0] for row in connection.execute(
+            "SELECT sequence_name FROM information_schema.sequences WHERE sequence_schema = 'public'")]
+        connection.execute("; ".join([f'DELETE FROM "{table.name}"' for table in reversed(metadata.sorted_tables)]
+                                     + [f'ALTER SEQUENCE "{name}" RESTART' for name in sequences]).encode())
 
 
 @pytest.fixture(scope="session")

@@ -36,26 +36,50 @@ def gate_env(home: Path) -> dict[str, str]:
     return env
 
 
-_PRISTINE: list[Path] = []  # this process's one seeded and exported home, copied for each caller
+# The run's shared folder (tests/conftest.py makes it before any xdist worker starts): the demo
+# home is seeded there once per run, whichever worker asks first, and copied by every caller.
+SHARED_ENV = "DECISION_GATE_TESTS_SHARED"
+_PRISTINE: list[Path] = []  # this process's pristine home, when the run has no shared folder
+
+
+def _seed_demo_home(home: Path) -> None:
+    """The demo home as a newcomer's CLI makes it: signing keys, `gate demo seed`, `gate export`."""
+    env = gate_env(home)
+    subprocess.run([GATE, "keys", "signing-init"], env=env, check=True, capture_output=True, timeout=120)
+    subprocess.run([GATE, "demo", "seed", "--decisions", str(DEMO_DECISIONS), "--seed", str(DEMO_SEED)],
+                   env=env, check=True, capture_output=True, timeout=900)
+    subprocess.run([GATE, "export", "--out", str(home / "dataset")], env=env, check=True,
+                   capture_output=True, timeout=600)
 
 
 def _pristine_home() -> Path:
-    """The demo home as the CLI makes it, built once per test process (five modules use it; each
-    seed of 1,500 decisions and export took 50-170 s of a loaded run) and removed at exit."""
+    """The demo home as the CLI makes it, built once per run (five modules use it; each seed of
+    1,500 decisions and export took 25-170 s, once in each xdist worker before it was shared).
+    With the run's shared folder, the first worker to ask builds it under a lock (in a side folder,
+    renamed into place whole), and the others wait for it; without one (this module used outside
+    pytest), once per process, removed at exit."""
+    import shutil
+    import tempfile
+
+    shared = os.environ.get(SHARED_ENV)
+    if shared and Path(shared).is_dir():
+        import fcntl
+
+        home = Path(shared) / "demo-home"
+        with open(Path(shared) / "demo-home.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+            if not home.is_dir():
+                building = Path(tempfile.mkdtemp(prefix="demo-home-building-", dir=shared))
+                _seed_demo_home(building)
+                building.rename(home)
+        return home
     if not _PRISTINE:
         import atexit
-        import shutil
-        import tempfile
 
         home = Path(tempfile.mkdtemp(prefix="gate-demo-home-")) / "home"
         atexit.register(shutil.rmtree, home.parent, True)
         home.mkdir()
-        env = gate_env(home)
-        subprocess.run([GATE, "keys", "signing-init"], env=env, check=True, capture_output=True, timeout=120)
-        subprocess.run([GATE, "demo", "seed", "--decisions", str(DEMO_DECISIONS), "--seed", str(DEMO_SEED)],
-                       env=env, check=True, capture_output=True, timeout=900)
-        subprocess.run([GATE, "export", "--out", str(home / "dataset")], env=env, check=True,
-                       capture_output=True, timeout=600)
+        _seed_demo_home(home)
         _PRISTINE.append(home)
     return _PRISTINE[0]
 
