@@ -208,15 +208,18 @@ def build_store(settings: Settings, dataset: str | None, cluster: str | None = N
 
 def cmd_workbench(args: argparse.Namespace) -> int:
     from workbench.app.access import access_for
-    from workbench.app.oidc import discover
     from workbench.app.origins import parse_proxies
 
     try:
         bind, authority = bind_address(args.host, args.port)
         proxies = parse_proxies(args.trusted_proxy)
         access = access_for(bind, args.basic_auth, args.grants, oidc_settings(args))
-        # The provider's discovery document, read before anything is opened (OIDCConfigError).
-        discovery = discover(access.oidc) if access.oidc is not None else None
+        discovery = None
+        if access.oidc is not None:  # the provider's discovery document, read before anything is opened
+            # Panel's sign-in handlers come with it (0.7 s): imported after the refusals above.
+            from workbench.app.oidc import discover
+
+            discovery = discover(access.oidc)  # OIDCConfigError
     except ValueError as exc:  # OIDCConfigError (AccessConfigError is a refusal of its own)
         raise CliError(str(exc)) from None
     if args.log_editor:
