@@ -22,7 +22,7 @@ from api.openapi import docs_document, openapi_document
 from api.public_limits import init_public_limits
 from api.query import undecodable_url_part
 from api.routes import route_tables
-from api.routing import DOCUMENTS
+from api.routing import DOCUMENTS, LazyBuildRule
 from api.runtime import GateRuntime
 from gate.adapters import AdapterRegistry
 from gate.clock import Clock, IdSource
@@ -88,6 +88,7 @@ def create_app(
     signing = signing or live_signing(settings)
     install_log_masking()  # a line logged while a request is handled masks its personal values (docs/privacy.md)
     app = Flask("decision_gate")
+    app.url_rule_class = LazyBuildRule  # its URL builders compiled when first used (none are, serving)
     app.config["MAX_CONTENT_LENGTH"] = None  # enforced by api.jsonio with the spec's error body
     if isinstance(app.json, DefaultJSONProvider):  # Flask's own provider, the one it always installs
         app.json.sort_keys = False

@@ -191,3 +191,33 @@ def test_a_new_route_module_is_served_budgeted_and_documented_by_itself(gate_env
     assert "SVC_API_RATE_LIMITED" in look["responses"]["429"]["x-error-codes"]  # the public budget's 429
     assert "429" not in poke["responses"]
     assert {(e["method"], e["auth"]) for e in answers["listed"]} == {("GET", "public"), ("POST", "api_key")}
+
+
+def _plain_copy(rule):
+    from werkzeug.routing import Rule
+
+    return Rule(rule.rule, endpoint=rule.endpoint, methods=rule.methods, defaults=rule.defaults,
+                strict_slashes=rule.strict_slashes, merge_slashes=rule.merge_slashes)
+
+
+def test_every_rule_builds_the_url_werkzeug_builds_though_its_builder_is_compiled_late(app):
+    """`api.routing.LazyBuildRule`: the app's rules compile their URL builders on first use, and
+    then build what Werkzeug's own rules build, with and without members beyond the path's."""
+    from werkzeug.routing import Map
+
+    from api.routing import LazyBuildRule
+
+    rules = [rule for rule in app.url_map.iter_rules() if rule.endpoint != "static"]
+    assert len(rules) >= 80 and all(type(rule) is LazyBuildRule for rule in rules)
+    assert {rule._build.__func__.__name__ for rule in rules} == {"build_once_compiled"}  # nothing compiled yet
+    plain = Map([_plain_copy(rule) for rule in rules]).bind("gate.test", "/")
+    lazy = app.url_map.bind("gate.test", "/")
+    for rule in rules:
+        values = {name: f"v {name}/é" for name in rule.arguments}
+        method = sorted(rule.methods - {"HEAD", "OPTIONS"})[0]
+        for extra, unknown in (({}, False), ({}, True), ({"page": "2", "q": "a b"}, True)):
+            built = lazy.build(rule.endpoint, {**values, **extra}, method=method, append_unknown=unknown)
+            assert built == plain.build(rule.endpoint, {**values, **extra}, method=method, append_unknown=unknown)
+            assert built == lazy.build(rule.endpoint, {**values, **extra}, method=method, append_unknown=unknown)
+    assert "build_once_compiled" not in {rule._build.__func__.__name__ for rule in rules}
+    assert "build_once_compiled" not in {rule._build_unknown.__func__.__name__ for rule in rules}
