@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 import textwrap
 
 import pytest
@@ -102,6 +103,24 @@ def test_entry_point_plugins_are_found_without_importing_them(tmp_path, monkeypa
     with pytest.raises(Exception) as caught:  # the module's last line raises when the worker runs it
         registry.run(invocation(adapter, {"x": 2}))
     assert getattr(caught.value, "code", None) == "TRUSTED_ADAPTER_OUTPUT_INVALID"
+
+
+def test_a_plugin_installed_into_a_folder_already_searched_is_found_by_the_next_read(tmp_path, monkeypatch):
+    """The entry points are read once per state of the search path (`_entry_points`): a
+    distribution installed into a folder already on the path, after a read, changes that state."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert not [a for a in plugin_adapters() if a.module_name == "delta_adapters.fx"]
+    package = tmp_path / "delta_adapters"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    write(package, GOOD.replace("acme.fx", "delta.fx"), "fx.py")
+    dist = tmp_path / "delta_adapters-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: delta-adapters\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[decision_gate.adapters]\nfx = delta_adapters.fx\n")
+    assert [a.adapter_id for a in plugin_adapters() if a.module_name == "delta_adapters.fx"] == ["delta.fx"]
+    shutil.rmtree(dist)  # uninstalled: gone from the next read
+    assert not [a for a in plugin_adapters() if a.module_name == "delta_adapters.fx"]
 
 
 def test_plugin_adapter_runs_in_its_worker_and_can_import_its_package(tmp_path, monkeypatch):
