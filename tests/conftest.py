@@ -87,6 +87,26 @@ def pytest_unconfigure(config):
         shutil.rmtree(shared, ignore_errors=True)
 
 
+_FREEZE_BEFORE = frozenset({1, 2, 11, 101})  # the tests (1-based, per worker) before which the view is frozen
+_started = [0]
+
+
+def pytest_runtest_logstart(nodeid, location):
+    """The collector's view of everything alive is frozen before a worker's 1st, 2nd, 11th and
+    101st test, as a server worker freezes it once its app is built (`api.serving`): what the
+    first tests import (the collation tables, the format grammars, the ORM's compiled statements,
+    about 300,000 objects in all) lives as long as the process, and each full collection walked it
+    all again. The earlier test's own objects are gone by then (a full collection runs first), and
+    what a later test makes is collected as before. A run of the API's decide tests in one process
+    took 13.3 s of CPU against 15.3-15.4 s with nothing frozen (two rounds each, alternating)."""
+    _started[0] += 1
+    if _started[0] in _FREEZE_BEFORE:
+        import gc
+
+        gc.collect()
+        gc.freeze()
+
+
 def pytest_collection_modifyitems(config, items):
     if not MUTATION_EXAMPLES:
         return
