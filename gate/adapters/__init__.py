@@ -186,7 +186,7 @@ def _search_path_state() -> tuple[tuple[str, int], ...]:
 @functools.lru_cache(maxsize=16)
 def _entry_points(group: str, _state: tuple[tuple[str, int], ...]) -> tuple[EntryPoint, ...]:
     """The installed entry points of `group`, read once per state of the search path: reading every
-    installed distribution's `entry_points.txt` took 6 ms of each app's build (every test that
+    installed distribution's `entry_points.txt` took 6-8 ms of each app's build (every test that
     builds an app, every server worker at boot). Only an `entry_points.txt` edited in place, under
     an unchanged `.dist-info`, would be missed until the path changes (pip never does that)."""
     return tuple(entry_points(group=group))
