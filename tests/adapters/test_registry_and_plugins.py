@@ -43,6 +43,21 @@ def write(tmp_path, text, name="adapter_mod.py"):
     return path
 
 
+def install_plugin(folder, package, module, text, entries, init=""):
+    """A plugin distribution laid out in `folder` as pip lays one out: the package `package` (its
+    `__init__.py` holding `init`, its module `module` holding `text`) and its `.dist-info`, whose
+    `entry_points.txt` names `entries` in the adapters' group. Returns the `.dist-info` folder."""
+    source = folder / package
+    source.mkdir()
+    (source / "__init__.py").write_text(init)
+    write(source, text, module)
+    dist = folder / f"{package}-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package.replace('_', '-')}\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(f"[decision_gate.adapters]\n{entries}")
+    return dist
+
+
 def test_hashes_are_over_the_source_bytes_and_the_canonical_manifest(tmp_path):
     path = write(tmp_path, GOOD)
     adapter = load_adapter_file(path)
@@ -87,14 +102,9 @@ def test_nested_objects_must_be_closed_too(tmp_path):
 
 
 def test_entry_point_plugins_are_found_without_importing_them(tmp_path, monkeypatch):
-    package = tmp_path / "acme_adapters"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    write(package, GOOD + "\nraise SystemExit('a plugin module must never run in the gate process')\n", "fx.py")
-    dist = tmp_path / "acme_adapters-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-adapters\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[decision_gate.adapters]\nfx = acme_adapters.fx\nbroken = acme_adapters.nope\n")
+    install_plugin(tmp_path, "acme_adapters", "fx.py",
+                   GOOD + "\nraise SystemExit('a plugin module must never run in the gate process')\n",
+                   "fx = acme_adapters.fx\nbroken = acme_adapters.nope\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     found = {a.adapter_id: a for a in plugin_adapters()}
     assert found["acme.fx"].origin == "plugin" and found["acme.fx"].module_name == "acme_adapters.fx"
@@ -110,29 +120,17 @@ def test_a_plugin_installed_into_a_folder_already_searched_is_found_by_the_next_
     distribution installed into a folder already on the path, after a read, changes that state."""
     monkeypatch.syspath_prepend(str(tmp_path))
     assert not [a for a in plugin_adapters() if a.module_name == "delta_adapters.fx"]
-    package = tmp_path / "delta_adapters"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    write(package, GOOD.replace("acme.fx", "delta.fx"), "fx.py")
-    dist = tmp_path / "delta_adapters-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: delta-adapters\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[decision_gate.adapters]\nfx = delta_adapters.fx\n")
+    dist = install_plugin(tmp_path, "delta_adapters", "fx.py", GOOD.replace("acme.fx", "delta.fx"),
+                          "fx = delta_adapters.fx\n")
     assert [a.adapter_id for a in plugin_adapters() if a.module_name == "delta_adapters.fx"] == ["delta.fx"]
     shutil.rmtree(dist)  # uninstalled: gone from the next read
     assert not [a for a in plugin_adapters() if a.module_name == "delta_adapters.fx"]
 
 
 def test_plugin_adapter_runs_in_its_worker_and_can_import_its_package(tmp_path, monkeypatch):
-    package = tmp_path / "beta_adapters"
-    package.mkdir()
-    (package / "__init__.py").write_text("FACTOR = 3\n")
-    write(package, GOOD.replace('payload["x"] * 2', 'payload["x"] * FACTOR').replace(
-        "def run(payload):", "from beta_adapters import FACTOR\n\n\ndef run(payload):"), "triple.py")
-    dist = tmp_path / "beta_adapters-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: beta-adapters\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[decision_gate.adapters]\ntriple = beta_adapters.triple\n")
+    install_plugin(tmp_path, "beta_adapters", "triple.py", GOOD.replace('payload["x"] * 2', 'payload["x"] * FACTOR').replace(
+        "def run(payload):", "from beta_adapters import FACTOR\n\n\ndef run(payload):"),
+        "triple = beta_adapters.triple\n", init="FACTOR = 3\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     adapter = next(a for a in plugin_adapters() if a.module_name == "beta_adapters.triple")
     registry = AdapterRegistry([adapter], pool=WorkerPool(size=0))
@@ -140,14 +138,7 @@ def test_plugin_adapter_runs_in_its_worker_and_can_import_its_package(tmp_path, 
 
 
 def test_the_app_can_leave_plugins_out(make_app, tmp_path, monkeypatch):
-    package = tmp_path / "gamma_adapters"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    write(package, GOOD.replace("acme.fx", "gamma.fx"), "fx.py")
-    dist = tmp_path / "gamma_adapters-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: gamma-adapters\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[decision_gate.adapters]\nfx = gamma_adapters.fx\n")
+    install_plugin(tmp_path, "gamma_adapters", "fx.py", GOOD.replace("acme.fx", "gamma.fx"), "fx = gamma_adapters.fx\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     with_plugins = make_app().test_client().get("/api/decision/adapters?adapter_id=gamma.fx")
     assert with_plugins.status_code == 200 and with_plugins.json["adapters"][0]["origin"] == "plugin"
