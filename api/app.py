@@ -9,8 +9,9 @@ from flask import Flask, Response, request
 from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
-# Its tables are built at import (a third of a second), here, not at a worker's first decide:
-# gate.protocol.canonical loads it on the first key that needs it (issue 68).
+# Its tables are built at import (0.6–0.8 s), here, not at a worker's first decide with a key that
+# is not ASCII: gate.protocol.canonical keys ASCII text without them and loads the module on the
+# first key of another character (issue 68).
 import gate.protocol.collation  # noqa: F401
 from api.auth import Authenticator
 from api.ci import CIPrincipals

@@ -12,7 +12,8 @@ order exactly as `pyuca`'s do, in linear time:
   decomposition starts with a combining mark (each run is then short, so the insertion sort is
   bounded per character); otherwise a per-character decomposition followed by a stable sort of
   each run by combining class, which is what canonical ordering is (in C where it is built).
-- Collation elements of ASCII text: `bytes.translate` alone (`_ascii_key`).
+- Collation elements of ASCII text: `bytes.translate` alone (`gate.protocol.collation_ascii`,
+  whose weights need none of the tables built here).
 - Collation elements of other text: where the extension `gate/protocol/_collation.c` is built
   (`ACCELERATED`), its port of `pyuca`'s loop walks the whole text once with the table in flat
   arrays, so contractions and marks pulled forward cost no Python work (issue 41: such keys
@@ -32,11 +33,13 @@ from __future__ import annotations
 import re
 import unicodedata
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from operator import itemgetter
 from typing import Any
 
 from pyuca import Collator
+
+from gate.protocol.collation_ascii import ascii_element, ascii_key
 
 __all__ = ["collation_key"]
 
@@ -93,32 +96,10 @@ _SINGLE = {cp: node.value for cp, node in _ROOT.children.items() if node.value}
 _LEVELS = tuple(_LevelTable(level, ((cp, _level_text(v, level)) for cp, v in _SINGLE.items()))
                 for level in range(3))
 
-# ASCII: every character has one collation element (or none: the ignorable controls), with
-# secondary 0x20, a tertiary below 256 and a primary outside the surrogate range; checked here.
-# So ASCII text is keyed with bytes.translate alone: the primary as UTF-16 code units built
-# from a high-byte and a low-byte table, the tertiary as Latin-1.
-_ASCII_IGNORABLE = bytes(cp for cp in range(128) if _SINGLE[cp] == [[0, 0, 0]])
-_holds(all(len(_SINGLE[cp]) == 1 and _SINGLE[cp][0][1] == 0x20 and _SINGLE[cp][0][2] < 256
-           and not 0xD800 <= _SINGLE[cp][0][0] < 0xE000
-           for cp in range(128) if cp not in _ASCII_IGNORABLE), "one plain element per ASCII character")
-
-
-def _byte_table(weight: Callable[[list[int]], int]) -> bytes:
-    return bytes(weight(_SINGLE[b][0]) if b < 128 else 0 for b in range(256))
-
-
-_PRIMARY_HIGH = _byte_table(lambda element: element[0] >> 8)
-_PRIMARY_LOW = _byte_table(lambda element: element[0] & 0xFF)
-_TERTIARY = _byte_table(lambda element: element[2])
-
-
-def _ascii_key(text: str) -> tuple[str, str, str]:
-    data = text.encode("ascii").translate(None, _ASCII_IGNORABLE)
-    units = bytearray(2 * len(data))
-    units[0::2] = data.translate(_PRIMARY_HIGH)
-    units[1::2] = data.translate(_PRIMARY_LOW)
-    return units.decode("utf-16-be"), "\x20" * len(data), data.translate(_TERTIARY).decode("latin-1")
-
+# ASCII: every character has one collation element (or none: the ignorable controls), stated in
+# `gate.protocol.collation_ascii` so that ASCII keys need no table built here; checked here against
+# pyuca's table, element for element, and keyed there with bytes.translate alone.
+_holds(all(_SINGLE[cp] == [list(ascii_element(cp))] for cp in range(128)), "the ASCII elements are the table's")
 
 _ALL = range(0x30000)  # no code point above has a combining class, a decomposition or a trie entry
 _NON_STARTERS = {cp: _combining(chr(cp)) for cp in _ALL if _combining(chr(cp))}
@@ -493,7 +474,7 @@ def _spliced_key(normalized: str, spans: list[tuple[int, int]]) -> tuple[str, st
 def collation_key(text: str) -> tuple[str, str, str]:
     """A key that orders strings exactly as `pyuca.Collator().sort_key` orders them."""
     if text.isascii():  # no ASCII character starts a contraction that ASCII can continue
-        return _ascii_key(text)
+        return ascii_key(text)
     if _C is not None:
         key: tuple[str, str, str] = _C.levels(text if unicodedata.is_normalized("NFD", text) else _nfd(text))
         return key

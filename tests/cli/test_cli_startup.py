@@ -3,8 +3,9 @@
 
 The command line starts at once (issue 68, item 5): `gate --help`, every command's parser and
 `gate holds list` import what the command needs when it runs, never the collation table of the
-canonical JSON (a third of a second), the JSON Schemas, the SQL toolkit or the analytics stack
-up front. Checked by what `python -X importtime` says was imported, not by a clock: a loaded CI
+canonical JSON (0.6–0.8 s), the JSON Schemas, the SQL toolkit or the analytics stack up front;
+and a command that writes only ASCII keys, such as `gate verify` of a record, keys them without
+that table. Checked by what `python -X importtime` says was imported, not by a clock: a loaded CI
 host changes the time, not the modules."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 from gate.adapters.manifest import _FORMATS
 
 ROOT = Path(__file__).resolve().parents[2]
+VECTORS = ROOT / "tests" / "crypto" / "vectors"
 # Never needed to parse a command line or print a help text.
 HEAVY = ("gate.protocol.collation", "jsonschema", "gate.bodies", "sqlalchemy", "alembic", "polars", "pyarrow",
          "pandas", "panel", "flask", "gate.services.root",
@@ -108,3 +110,18 @@ def test_listing_holds_imports_no_other_command_family(tmp_path):
     env = {"GATE_HOME": str(tmp_path / "home"), "GATE_DATABASE_URL": f"sqlite:///{tmp_path / 'gate.db'}"}
     _imported(["holds", "list", "--scope", "tenant_a"], env)  # the first run migrates
     assert _command_modules(_imported(["holds", "list", "--scope", "tenant_a"], env)) == {"gate_cli.holds_cmd"}
+
+
+def test_verifying_a_record_keys_its_ascii_members_without_the_collation_table():
+    """`gate verify` hashes the record's canonical text (every key ASCII) and answers VERIFIED
+    (exit 0) with no `gate.protocol.collation`; its tampered twin still fails. (The first key of
+    another character loads the table: tests/core/test_collation.py.)"""
+    secret = {"FIXTURE_HMAC": "decide_conformance_hmac_secret_v1"}
+    record = ["verify", str(VECTORS / "valid-decision-record.json"), "--hmac-secret-env", "FIXTURE_HMAC"]
+    modules = _imported(record, secret)
+    assert "gate.protocol.collation_ascii" in modules and "gate.protocol.canonical" in modules
+    assert "gate.protocol.collation" not in modules and "pyuca" not in modules
+    tampered = subprocess.run([sys.executable, "-c", "import sys; from gate_cli.main import main; sys.exit(main())",
+                               *record[:1], str(VECTORS / "tampered-record.json"), *record[2:]],
+                              capture_output=True, text=True, cwd=ROOT, env={**os.environ, **secret}, timeout=120)
+    assert tampered.returncode == 1 and "NOT VERIFIED" in tampered.stdout, tampered.stdout[-2000:]

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
 import sys
 import unicodedata
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyuca import Collator
 
-from gate.protocol import canonical, collation
+from gate.protocol import canonical, collation, collation_ascii
 from gate.protocol.collation import _nfd, collation_key
 
 _PYUCA = Collator()
@@ -299,3 +302,37 @@ def test_every_code_point_equals_pyuca():
 @given(st.lists(_CLASSES, max_size=40).map("".join))
 def test_the_python_path_equals_the_c_loop(text):
     assert collation._python_key(text) == collation_key(text)
+
+
+def test_every_ascii_element_is_pyucas():
+    """The ASCII weights stated in `gate.protocol.collation_ascii` are the table's, code point by
+    code point (the module that builds the table checks the same at import)."""
+    root = _PYUCA.table.root
+    for codepoint in range(128):
+        node = root.children[codepoint]
+        assert [list(collation_ascii.ascii_element(codepoint))] == node.value, hex(codepoint)
+        assert not node.children or all(child > 127 for child in node.children), hex(codepoint)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=40))
+def test_ascii_keys_without_the_table_equal_pyucas(text):
+    assert flat(collation_ascii.ascii_key(text)) == _PYUCA.sort_key(text)
+    assert canonical.collation_key(text) == collation_key(text)
+
+
+def test_ascii_keys_need_no_table_and_the_first_other_key_loads_it():
+    """A process keys ASCII text without building the table, and the same process orders a key of
+    another character (which loads it) exactly as this one, where the table is built."""
+    objects = [{"b": 1, "B": 2, "a_1": 3, "a-1": 4, "\t": 5, "10": 6, "2": 7, "~": 8, "": 9},
+               {"\u00e9": 1, "e": 2, "f": 3, "E": 4, "\u0438\u0306": 5, "\u4e00": 6}]
+    probe = ("import json, sys\n"
+             "from gate.protocol import canonical\n"
+             "out = []\n"
+             f"for value in {objects!r}:\n"
+             "    out += [canonical.canonical_text(value), 'gate.protocol.collation' in sys.modules]\n"
+             "print(json.dumps(out))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert json.loads(done.stdout) == [canonical.canonical_text(objects[0]), False,
+                                       canonical.canonical_text(objects[1]), True]
