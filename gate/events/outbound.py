@@ -32,8 +32,8 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from gate.events import targets
+from gate.events.http11 import host_field, open_socket, read_answer, request_bytes
 from gate.events.targets import Resolver, TargetRefused, Unresolved
-from gate.events.webhook import _connection
 
 ALLOW_SETTING = "GATE_OUTBOUND_ALLOW_HOSTS"
 TIMEOUT_SECONDS = 5.0
@@ -72,7 +72,8 @@ class Outbound:
         """One request, following at most `redirects` redirects, each hop checked anew (and by
         `each_url`, the caller's own rule, which raises). A redirect beyond them is answered as it
         came (a 3xx: the caller's failure). Raises TargetRefused for a refused hop, OSError or
-        http.client.HTTPException for a failed connection."""
+        http.client.HTTPException (`gate.events.http11`'s refusals of a malformed answer or request
+        among them) for a failed connection."""
         deadline = self.clock() + timeout
         for hop in range(redirects + 1):
             if each_url is not None:
@@ -91,12 +92,12 @@ class Outbound:
         left = deadline - self.clock()
         if left <= 0:
             raise TimeoutError("the request's time ran out")
-        connection = _connection(target, left)
+        request = request_bytes(method, host_field(target), target.path, headers, body)
+        connection = open_socket(target, left)
         try:
-            connection.request(method, target.path, body=body, headers=dict(headers))
-            response = connection.getresponse()
-            raw = response.read(max_bytes + 1)
-            return Answer(response.status, {k.lower(): v for k, v in response.getheaders()}, raw)
+            connection.sendall(request)
+            answer = read_answer(connection, deadline, max_bytes + 1, head_only=method == "HEAD", clock=self.clock)
+            return Answer(answer.status, answer.headers, answer.body)
         finally:
             connection.close()
 
