@@ -114,6 +114,8 @@ def post(target: Target, headers: Mapping[str, str], body: bytes, timeout: float
         request = request_bytes("POST", host_field(target), target.path, headers, body)
         if connection is None:
             connection = open_socket(target, timeout)
+        else:  # a kept connection still has the timeout of its last read: this post's own, now
+            connection.settimeout(max(0.001, started + timeout - time.monotonic()))
         connection.sendall(request)
         answer = read_answer(connection, started + timeout, MAX_RESPONSE_BYTES)
     except (OSError, http.client.HTTPException) as exc:
