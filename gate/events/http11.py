@@ -174,7 +174,9 @@ def read_answer(sock: socket.socket, deadline: float, max_bytes: int, *, head_on
     body, complete = _body(reader, status, headers, max_bytes, head_only)
     tokens = {token.strip().lower() for token in headers.get("connection", "").split(",")}
     persistent = "close" not in tokens and (version == 1 or "keep-alive" in tokens)
-    return Answer(status, headers, body, complete and persistent and status != 101)
+    # Both framings in one answer: read by Transfer-Encoding, but the connection is not trusted again.
+    framed_twice = "transfer-encoding" in headers and "content-length" in headers
+    return Answer(status, headers, body, complete and persistent and status != 101 and not framed_twice)
 
 
 def _head(reader: _Reader, budget: int) -> tuple[int, int, dict[str, str], int]:

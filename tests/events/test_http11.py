@@ -140,8 +140,10 @@ def test_interim_answers_are_skipped_and_fields_are_read_as_written(peer):
     (b"HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n", b"", True),  # no body whatever it says
     (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", b"short", False),  # closed short of its length
     (b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok", b"ok", True),  # bare line feeds end lines too
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+     b"ok", False),  # framed twice: read by its chunks, the connection not kept
 ], ids=["over-max", "chunked-over-max", "until-close", "http-1.0", "http-1.0-keep-alive", "close", "gzip-last",
-        "304", "short", "bare-lf"])
+        "304", "short", "bare-lf", "framed-twice"])
 def test_the_body_is_framed_and_bounded_and_the_connection_kept_only_when_it_can_be(peer, answer, body, reusable):
     with peer([[(0, answer)]]).connect() as sock:
         got = _exchange(sock)
