@@ -39,6 +39,12 @@ OUTSIDE = {
     # Slack's `ok: false` as the transport failure it is (an OSError with Slack's code): the
     # notifier's pass retries it or, for a message that is gone, stops (gate.services.notify).
     "gate.events.notices.SlackRefused",
+    # An answer that is not HTTP/1.1 within the outbound client's bounds, and a request whose path or
+    # a header could split it (gate.events.http11): transport failures, `http.client.HTTPException`s
+    # as `http.client`'s own were, which every outbound caller treats as a failed exchange (a
+    # delivery's failed attempt, an issuer's document not fetched).
+    "gate.events.http11.MalformedAnswer",
+    "gate.events.http11.MalformedRequest",
 }
 
 # Codes a refusal names that ERROR_TABLE does not answer: each is met only where no HTTP answer is
