@@ -135,8 +135,9 @@ class _Reader:
 
     def line(self, limit: int) -> bytes:
         """The next line without its end (CRLF or a bare LF); MalformedAnswer past `limit` bytes."""
+        scanned = 0  # bytes already searched: an answer dripped a byte at a time is searched once
         while True:
-            end = self.buffer.find(b"\n")
+            end = self.buffer.find(b"\n", scanned)
             if end >= 0:
                 if end > limit:
                     raise MalformedAnswer("a line of the answer is too long")
@@ -145,6 +146,7 @@ class _Reader:
                 return line[:-1] if line.endswith(b"\r") else line
             if len(self.buffer) > limit:
                 raise MalformedAnswer("a line of the answer is too long")
+            scanned = len(self.buffer)
             if not self.fill():
                 raise MalformedAnswer("the connection closed inside the answer's head")
 
