@@ -100,6 +100,8 @@ _LEVELS = tuple(_LevelTable(level, ((cp, _level_text(v, level)) for cp, v in _SI
 # `gate.protocol.collation_ascii` so that ASCII keys need no table built here; checked here against
 # pyuca's table, element for element, and keyed there with bytes.translate alone.
 _holds(all(_SINGLE[cp] == [list(ascii_element(cp))] for cp in range(128)), "the ASCII elements are the table's")
+_holds(all(continuation > 127 for cp in range(128) for continuation in (_ROOT.children[cp].children or ())),
+       "no contraction continues an ASCII character with another")
 
 _ALL = range(0x30000)  # no code point above has a combining class, a decomposition or a trie entry
 _NON_STARTERS = {cp: _combining(chr(cp)) for cp in _ALL if _combining(chr(cp))}
