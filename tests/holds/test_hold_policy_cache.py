@@ -76,10 +76,13 @@ def test_a_policy_step_of_the_hold_chain_written_before_issue_52_is_seen_too(mak
 @pytest.mark.parametrize("governed", [False, True], ids=["default-policy", "governed-policy"])
 def test_a_held_decide_reads_no_policy_body_while_nothing_changed(make_app, keys, backend, governed):
     app = make_app()
-    # The governance chain's head is cached for CACHE_SECONDS (1 s) of the monotonic clock; a loaded
-    # CI host once took longer between the two decides, and the second re-read the head as it
-    # should. The bound is the serving process's choice: set long here so only the version is read.
-    app.extensions["gate"].releases.safeguards.cache_seconds = 600
+    # The governance chain's head and the rulebook's release state are each cached for 1 s of the
+    # monotonic clock; a loaded CI host has twice taken longer between the two decides, and the
+    # second re-read a head as it should (the release state's the second time). The bounds are the
+    # serving process's choice: set long here so that only the hold policy's version is read.
+    runtime = app.extensions["gate"]
+    runtime.releases.safeguards.cache_seconds = 600
+    runtime.releases.reader.cache_seconds = 600
     if governed:
         _put(app, keys, FINANCE)
     _queue_of_next_hold(app, keys)  # the first decide reads the policy
