@@ -45,6 +45,8 @@ _RECV_BYTES = 65536
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _FIELD_VALUE = re.compile(rb"[^\x00-\x08\x0a-\x1f\x7f]*")  # HTAB and visible characters, obs-text allowed
 _PATH = re.compile(r"/[\x21-\x7e]*|\*")
+_DIGITS = re.compile(r"[0-9]+")  # ASCII digits only: str.isdigit also takes "²" and other Latin-1 digits
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 _STATUS = re.compile(rb"HTTP/1\.([01]) ([1-9][0-9][0-9])(?: [^\x00-\x08\x0a-\x1f\x7f]*)?")
 _NO_BODY = {204, 304}
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -191,10 +193,7 @@ def _head(reader: _Reader, budget: int) -> tuple[int, int, dict[str, str], int]:
     headers: dict[str, str] = {}
     last = ""
     for _ in range(MAX_FIELDS + 1):
-        line = reader.line(budget)
-        budget -= len(line) + 2
-        if budget < 0:
-            raise MalformedAnswer("the answer's head is too long")
+        line, budget = _field_line(reader, budget, "head")
         if not line:
             return int(matched.group(2)), int(matched.group(1)), headers, budget
         if line[:1] in (b" ", b"\t") and last:  # an obsolete line folding: its text joins the field
@@ -223,9 +222,10 @@ def _body(reader: _Reader, status: int, headers: Mapping[str, str], max_bytes: i
     if length is None:
         return _until_close(reader, max_bytes), False
     values = {value.strip() for value in length.split(",")}
-    if len(values) != 1 or not next(iter(values)).isdigit() or not next(iter(values)).isascii():
+    value = values.pop()
+    if values or _DIGITS.fullmatch(value) is None:
         raise MalformedAnswer("the answer's Content-Length is not one number")
-    return _counted(reader, int(next(iter(values))), max_bytes)
+    return _counted(reader, int(value), max_bytes)
 
 
 def _counted(reader: _Reader, length: int, max_bytes: int) -> tuple[bytes, bool]:
@@ -261,7 +261,7 @@ def _chunked(reader: _Reader, max_bytes: int) -> tuple[bytes, bool]:
     try:
         while True:
             line = reader.line(MAX_LINE_BYTES).split(b";", 1)[0].strip()
-            if not line or any(byte not in b"0123456789abcdefABCDEF" for byte in line) or len(line) > 16:
+            if _CHUNK_SIZE.fullmatch(line) is None:
                 raise MalformedAnswer("not a chunk size")
             length = int(line, 16)
             if length == 0:
@@ -281,7 +281,17 @@ def _chunked(reader: _Reader, max_bytes: int) -> tuple[bytes, bool]:
 
 def _trailers(reader: _Reader) -> None:
     budget = MAX_HEAD_BYTES
-    while line := reader.line(budget):
-        budget -= len(line) + 2
-        if budget < 0:
-            raise MalformedAnswer("the answer's trailer is too long")
+    while True:
+        line, budget = _field_line(reader, budget, "trailer")
+        if not line:
+            return
+
+
+def _field_line(reader: _Reader, budget: int, part: str) -> tuple[bytes, int]:
+    """The next line of the answer's head or trailer, and the bytes of its `part` left after it
+    and its line end (MalformedAnswer past them)."""
+    line = reader.line(budget)
+    budget -= len(line) + 2
+    if budget < 0:
+        raise MalformedAnswer(f"the answer's {part} is too long")
+    return line, budget

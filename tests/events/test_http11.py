@@ -165,17 +165,27 @@ def test_a_head_request_reads_no_body(peer):
     b"HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\nhello",
     b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
     b"HTTP/1.1 200 OK\r\nContent-Length: \xd9\xa3\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\nab",  # Latin-1's "²": str.isdigit says it is a digit
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1" * 17 + b"\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n;name=value\r\n",  # extensions, no size
     b"HTTP/1.1 200 OK\r\nX: " + b"v" * MAX_HEAD_BYTES + b"\r\n\r\n",
     b"HTTP/1.1 200 OK\r\n" + b"X: v\r\n" * (MAX_FIELDS + 1) + b"\r\n",
     b"HTTP/1.1 100 Continue\r\n\r\n" * 10 + b"HTTP/1.1 200 OK\r\n\r\n",
     b"HTTP/1.1 200 OK\r\nContent-Le",  # closed inside the head
 ], ids=["not-http", "http-2", "status-99", "no-colon", "bad-name", "two-lengths", "negative-length",
-        "non-ascii-digits", "bad-chunk-size", "long-chunk-size", "long-head", "many-fields", "many-interim",
+        "non-ascii-digits", "latin-1-digit", "bad-chunk-size", "long-chunk-size", "no-chunk-size", "long-head", "many-fields", "many-interim",
         "closed-in-head"])
 def test_an_answer_that_does_not_parse_within_its_bounds_is_refused(peer, answer):
     with peer([[(0, answer)]]).connect() as sock, pytest.raises(MalformedAnswer):
+        _exchange(sock)
+
+
+def test_a_trailer_past_the_heads_bound_is_refused_for_its_length(peer):
+    """Refused for its length, not for the connection closing after it (the bound is what stops it)."""
+    trailer = (b"X: " + b"v" * 1000 + b"\r\n") * 66  # 66,330 bytes, past MAX_HEAD_BYTES
+    answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + trailer + b"\r\n"
+    with peer([[(0, answer)]]).connect() as sock, pytest.raises(MalformedAnswer, match="too long"):
         _exchange(sock)
 
 
