@@ -84,13 +84,21 @@ def request_bytes(method: str, host: str, path: str, headers: Mapping[str, str],
     fields += list(headers.items())
     if "content-length" not in names and (body is not None or method in ("POST", "PUT", "PATCH")):
         fields.append(("Content-Length", str(len(body or b""))))
-    lines = [f"{method} {path} HTTP/1.1".encode("ascii")]
-    for name, value in fields:
-        raw_name, raw_value = name.encode("latin-1"), str(value).encode("latin-1")
-        if _TOKEN.fullmatch(raw_name) is None or _FIELD_VALUE.fullmatch(raw_value) is None:
-            raise MalformedRequest(f"header {name!r} could split the request")
-        lines.append(raw_name + b": " + raw_value)
-    return b"\r\n".join(lines) + b"\r\n\r\n" + (body or b"")
+    values = [str(value) for _, value in fields]
+    # One check of every name and one of every value at once: names run together are one token
+    # only when each is a non-empty token, values run together hold no CR, LF or other control
+    # character only when none does. Only a refusal looks for the field to name.
+    if (not all(name for name, _ in fields) or _TOKEN.fullmatch("".join(name for name, _ in fields).encode("latin-1"))
+            is None or _FIELD_VALUE.fullmatch("".join(values).encode("latin-1")) is None):
+        raise MalformedRequest(f"header {_splitting(fields)!r} could split the request")
+    head = "".join(f"{name}: {value}\r\n" for (name, _), value in zip(fields, values, strict=True))
+    return f"{method} {path} HTTP/1.1\r\n{head}\r\n".encode("latin-1") + (body or b"")
+
+
+def _splitting(fields: list[tuple[str, str]]) -> str:
+    """The first field whose name is not a token or whose value holds a control character."""
+    return next(name for name, value in fields if _TOKEN.fullmatch(name.encode("latin-1")) is None
+                or _FIELD_VALUE.fullmatch(str(value).encode("latin-1")) is None)
 
 
 def open_socket(target: Target, timeout: float) -> socket.socket:
