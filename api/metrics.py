@@ -118,8 +118,14 @@ def record_guardrail_trip(scope: str, rulebook_id: str, report: Any) -> None:
             GUARDRAIL_TRIPS.labels(name).inc()
 
 
+# The four children of WEBHOOK_ATTEMPTS, bound once: an attempt counts without a labels() lookup.
+_WEBHOOK_ATTEMPT_CHILDREN = {(ok, replay): WEBHOOK_ATTEMPTS.labels("ok" if ok else "failed",
+                                                                  "replay" if replay else "ordered")
+                             for ok in (False, True) for replay in (False, True)}
+
+
 def record_webhook_attempt(ok: bool, replay: bool) -> None:
-    WEBHOOK_ATTEMPTS.labels("ok" if ok else "failed", "replay" if replay else "ordered").inc()
+    _WEBHOOK_ATTEMPT_CHILDREN[bool(ok), bool(replay)].inc()
 
 
 class EventsCollector:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 FAILURES_TO_OPEN = 3
@@ -34,6 +35,7 @@ Endpoint = tuple[str, str, int]
 Key = tuple[str, Endpoint]  # (scope, endpoint)
 
 
+@lru_cache(maxsize=4096)  # a dispatcher asks for the same few URLs at every attempt
 def endpoint_of(url: str) -> Endpoint:
     """The endpoint a subscription's URL names (no DNS: the host as written)."""
     parts = urlsplit(url)
