@@ -19,6 +19,7 @@ from typing import Any, TypedDict, cast
 
 from sqlalchemy import RowMapping, and_, delete, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
 
 from gate.events.cloudevent import OutboxRow
 from gate.ledger.outbox_retention import retention_locked
@@ -101,6 +102,10 @@ class DeliveryAttempt(TypedDict):
     latency_ms: int
     excerpt: str
     replay: int
+
+
+# A DeliveryAttempt's members: the columns of its row but the number the store gives it.
+ATTEMPT_COLUMNS = tuple(column.name for column in webhook_attempts.columns if column.name != "attempt_id")
 
 
 class AttemptRow(DeliveryAttempt):
@@ -241,7 +246,7 @@ class Outbox:
 
     def record_attempt(self, row: DeliveryAttempt) -> None:
         with self.ledger.write() as connection:
-            connection.execute(insert(webhook_attempts).values(**row))
+            self._insert_attempts(connection, [row])
 
     def delivered(self, subscription_id: str, owner: str, attempts: Sequence[DeliveryAttempt],
                   values: SubscriptionChange | None) -> bool:
@@ -249,12 +254,19 @@ class Outbox:
         subscription changes only while `owner` still holds its lease (False when it lost it)."""
         with self.ledger.write() as connection:
             if attempts:
-                connection.execute(insert(webhook_attempts), [dict(a) for a in attempts])
+                self._insert_attempts(connection, attempts)
             if values is None:
                 return True
             return connection.execute(update(webhook_subscriptions).where(
                 webhook_subscriptions.c.subscription_id == subscription_id,
                 webhook_subscriptions.c.lease_owner == owner).values(**values)).rowcount == 1
+
+    def _insert_attempts(self, connection: Connection, attempts: Sequence[DeliveryAttempt]) -> None:
+        """The attempts in one multi-row INSERT compiled once for the ledger (`Ledger.hot`): a
+        dispatcher writes one row per post, and through `Connection.execute` each row cost about
+        40 µs of the dispatcher's CPU, as much as a quarter of the post itself. `inline()`: no
+        RETURNING of the numbers (PostgreSQL's implicit one), which nothing here reads."""
+        self.ledger.hot("webhook-attempts", insert(webhook_attempts).inline(), ATTEMPT_COLUMNS).insert_rows(connection, attempts)
 
     def attempts(self, subscription_id: str, limit: int = 200) -> list[AttemptRow]:
         with self.ledger.read() as connection:
