@@ -298,6 +298,18 @@ class Outbox:
                     {"subscription_id": subscription_id, "seq": s, "requested_at": at} for s in fresh])
         return len(fresh)
 
+    def heads(self) -> dict[str, int]:
+        """Each scope's newest event seq (its `event_sequences` row): a subscription whose cursor
+        is there has nothing new to deliver."""
+        with self.ledger.read() as connection:
+            return {str(scope): int(seq) for scope, seq in connection.execute(
+                select(event_sequences.c.scope, event_sequences.c.last_seq)).all()}
+
+    def replaying(self) -> set[str]:
+        """The subscriptions with replays queued."""
+        with self.ledger.read() as connection:
+            return {str(r[0]) for r in connection.execute(select(webhook_replays.c.subscription_id).distinct()).all()}
+
     def replays(self, subscription_id: str, limit: int = 50) -> list[int]:
         with self.ledger.read() as connection:
             rows = connection.execute(select(webhook_replays.c.seq).where(

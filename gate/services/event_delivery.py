@@ -91,11 +91,17 @@ class WebhookDelivery:
 
 
     def due(self) -> list[SubscriptionRow]:
-        """The active subscriptions with work now: past their retry time, or with replays queued."""
-        now = self.clock.now()
-        return [row for row in self.outbox.subscriptions(active_only=True)
-                if not (row["next_attempt_at"] and utc(row["next_attempt_at"]) > now)
-                or self.outbox.replays(row["subscription_id"], limit=1)]
+        """The active subscriptions with work now: replays queued, or events after their cursor
+        and past their retry time. One with neither is not offered a turn: a turn claims and
+        releases the subscription's lease, two write transactions, and an idle subscription paid
+        them every pass (each second), beside the decides' writes on the same ledger."""
+        rows = self.outbox.subscriptions(active_only=True)
+        if not rows:
+            return []
+        now, heads, replaying = self.clock.now(), self.outbox.heads(), self.outbox.replaying()
+        return [row for row in rows if row["subscription_id"] in replaying
+                or (heads.get(row["scope"], 0) > row["cursor"]
+                    and not (row["next_attempt_at"] and utc(row["next_attempt_at"]) > now))]
 
     def dispatch_once(self, owner: str, budget: int = BUDGET) -> int:
         """One pass over every due subscription, one after another (`gate events dispatch --once`

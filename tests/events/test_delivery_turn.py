@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 
 import pytest
+from sqlalchemy import event
 
 from gate.events import webhook
 from gate.events.targets import check
@@ -101,3 +102,37 @@ def test_a_post_writes_its_head_and_body_in_one_write(receiver, monkeypatch):
     assert delivered.status_code == 401  # not signed for this receiver: it read the whole request all the same
     assert len(writes) == 1 and writes[0] > len(body)
     assert receiver.bodies == [body]
+
+
+@pytest.mark.usefixtures("backend")
+def test_an_idle_subscription_is_offered_no_turn_and_its_pass_writes_nothing(ledger, receiver):
+    """A turn claims and releases its subscription's lease (two write transactions): a
+    subscription with no event after its cursor and no replay queued is not offered one, so a
+    dispatcher's pass over idle subscriptions writes nothing to the ledger the decides write to."""
+    service = compose_events(ledger, MovableClock(), allow_hosts=("127.0.0.1",), safeguards=SafeguardSettings(ledger))
+    view, secret = service.subscribe(SCOPE, "operator:test", {"url": receiver.url, "from": "beginning"})
+    receiver.secrets.append(secret)
+    _events(ledger, 2)
+    assert service.delivery.dispatch_once("test") == 2
+
+    statements: list[str] = []
+
+    def seen(_conn, _cursor, statement, *_rest):
+        statements.append(statement.lstrip().upper())
+
+    event.listen(ledger.engine, "before_cursor_execute", seen)
+    try:
+        assert service.delivery.due() == []
+        assert service.delivery.dispatch_once("test") == 0
+    finally:
+        event.remove(ledger.engine, "before_cursor_execute", seen)
+    assert statements and not [s for s in statements if s.startswith(("INSERT", "UPDATE", "DELETE"))]
+
+    _events(ledger, 1)  # a new event: due again, and delivered
+    assert [row["subscription_id"] for row in service.delivery.due()] == [view["subscription_id"]]
+    assert service.delivery.dispatch_once("test") == 1
+    assert service.delivery.due() == []
+    service.delivery.outbox.add_replays(view["subscription_id"], [1], "2026-11-29T00:00:00.000Z")
+    assert [row["subscription_id"] for row in service.delivery.due()] == [view["subscription_id"]]  # a replay, no new event
+    assert service.delivery.dispatch_once("test") == 1
+    assert len(receiver.accepted) == 4 and service.delivery.due() == []
