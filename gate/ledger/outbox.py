@@ -14,7 +14,7 @@ concurrent prune removes."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict, cast
 
 from sqlalchemy import RowMapping, and_, delete, func, insert, or_, select, update
@@ -103,6 +103,8 @@ class DeliveryAttempt(TypedDict):
     excerpt: str
     replay: int
 
+
+HEADS_PER_STATEMENT = 500  # scopes whose newest seq one statement reads (`Outbox.heads`)
 
 # A DeliveryAttempt's members: the columns of its row but the number the store gives it.
 ATTEMPT_COLUMNS = tuple(column.name for column in webhook_attempts.columns if column.name != "attempt_id")
@@ -298,12 +300,18 @@ class Outbox:
                     {"subscription_id": subscription_id, "seq": s, "requested_at": at} for s in fresh])
         return len(fresh)
 
-    def heads(self) -> dict[str, int]:
-        """Each scope's newest event seq (its `event_sequences` row): a subscription whose cursor
-        is there has nothing new to deliver."""
+    def heads(self, scopes: Iterable[str]) -> dict[str, int]:
+        """The newest event seq of each of `scopes` that has one (its `event_sequences` row): a
+        subscription whose cursor is there has nothing new to deliver. Read by primary key, at
+        most `HEADS_PER_STATEMENT` scopes a statement, whatever number of scopes the ledger holds."""
+        wanted = sorted(set(scopes))
+        heads: dict[str, int] = {}
         with self.ledger.read() as connection:
-            return {str(scope): int(seq) for scope, seq in connection.execute(
-                select(event_sequences.c.scope, event_sequences.c.last_seq)).all()}
+            for start in range(0, len(wanted), HEADS_PER_STATEMENT):
+                heads.update((str(scope), int(seq)) for scope, seq in connection.execute(
+                    select(event_sequences.c.scope, event_sequences.c.last_seq).where(
+                        event_sequences.c.scope.in_(wanted[start:start + HEADS_PER_STATEMENT]))).all())
+        return heads
 
     def replaying(self) -> set[str]:
         """The subscriptions with replays queued."""

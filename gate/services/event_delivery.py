@@ -98,7 +98,8 @@ class WebhookDelivery:
         rows = self.outbox.subscriptions(active_only=True)
         if not rows:
             return []
-        now, heads, replaying = self.clock.now(), self.outbox.heads(), self.outbox.replaying()
+        now, replaying = self.clock.now(), self.outbox.replaying()
+        heads = self.outbox.heads(row["scope"] for row in rows)
         return [row for row in rows if row["subscription_id"] in replaying
                 or (heads.get(row["scope"], 0) > row["cursor"]
                     and not (row["next_attempt_at"] and utc(row["next_attempt_at"]) > now))]

@@ -12,6 +12,8 @@ from sqlalchemy import event
 from gate.events import webhook
 from gate.events.targets import check
 from gate.ledger import Ledger
+from gate.ledger import outbox as outbox_module
+from gate.ledger.outbox import Outbox
 from gate.ledger.outbox_write import append_event
 from gate.services.governance import SafeguardSettings
 from gate.services.root import compose_events
@@ -136,3 +138,24 @@ def test_an_idle_subscription_is_offered_no_turn_and_its_pass_writes_nothing(led
     assert [row["subscription_id"] for row in service.delivery.due()] == [view["subscription_id"]]  # a replay, no new event
     assert service.delivery.dispatch_once("test") == 1
     assert len(receiver.accepted) == 4 and service.delivery.due() == []
+
+
+@pytest.mark.usefixtures("backend")
+def test_the_scopes_newest_seqs_are_read_for_the_scopes_asked_in_bounded_statements(ledger, monkeypatch):
+    monkeypatch.setattr(outbox_module, "HEADS_PER_STATEMENT", 2)
+    with ledger.write() as connection:
+        for scope, count in (("a", 3), ("c", 1), ("d", 2)):
+            for n in range(count):
+                append_event(connection, scope, "rulebook.published", f"rb-{n}", "2026-11-28T08:00:00.000Z",
+                             {"rulebook_id": f"rb-{n}", "version": "v1", "rulebook_hash": "sha256:" + "0" * 64})
+    statements: list[str] = []
+
+    def seen(_conn, _cursor, statement, *_rest):
+        statements.append(statement)
+
+    event.listen(ledger.engine, "before_cursor_execute", seen)
+    try:  # "b" has no event, "d" is not asked; three scopes asked, two a statement
+        assert Outbox(ledger).heads(iter(["c", "b", "a", "a"])) == {"a": 3, "c": 1}
+    finally:
+        event.remove(ledger.engine, "before_cursor_execute", seen)
+    assert len([s for s in statements if "event_sequences" in s]) == 2
