@@ -88,8 +88,9 @@ def request_bytes(method: str, host: str, path: str, headers: Mapping[str, str],
     # One check of every name and one of every value at once: names run together are one token
     # only when each is a non-empty token, values run together hold no CR, LF or other control
     # character only when none does. Only a refusal looks for the field to name.
-    if (not all(name for name, _ in fields) or _TOKEN.fullmatch("".join(name for name, _ in fields).encode("latin-1"))
-            is None or _FIELD_VALUE.fullmatch("".join(values).encode("latin-1")) is None):
+    names_run = "".join(name for name, _ in fields).encode("latin-1")
+    if (not all(name for name, _ in fields) or _TOKEN.fullmatch(names_run) is None
+            or _FIELD_VALUE.fullmatch("".join(values).encode("latin-1")) is None):
         raise MalformedRequest(f"header {_splitting(fields)!r} could split the request")
     head = "".join(f"{name}: {value}\r\n" for (name, _), value in zip(fields, values, strict=True))
     return f"{method} {path} HTTP/1.1\r\n{head}\r\n".encode("latin-1") + (body or b"")

@@ -268,7 +268,8 @@ class Outbox:
         dispatcher writes one row per post, and through `Connection.execute` each row cost about
         40 µs of the dispatcher's CPU, as much as a quarter of the post itself. `inline()`: no
         RETURNING of the numbers (PostgreSQL's implicit one), which nothing here reads."""
-        self.ledger.hot("webhook-attempts", insert(webhook_attempts).inline(), ATTEMPT_COLUMNS).insert_rows(connection, attempts)
+        statement = self.ledger.hot("webhook-attempts", insert(webhook_attempts).inline(), ATTEMPT_COLUMNS)
+        statement.insert_rows(connection, attempts)
 
     def attempts(self, subscription_id: str, limit: int = 200) -> list[AttemptRow]:
         with self.ledger.read() as connection:
@@ -316,7 +317,8 @@ class Outbox:
     def replaying(self) -> set[str]:
         """The subscriptions with replays queued."""
         with self.ledger.read() as connection:
-            return {str(r[0]) for r in connection.execute(select(webhook_replays.c.subscription_id).distinct()).all()}
+            rows = connection.execute(select(webhook_replays.c.subscription_id).distinct()).all()
+        return {str(r[0]) for r in rows}
 
     def replays(self, subscription_id: str, limit: int = 50) -> list[int]:
         with self.ledger.read() as connection:

@@ -111,7 +111,8 @@ def test_an_idle_subscription_is_offered_no_turn_and_its_pass_writes_nothing(led
     """A turn claims and releases its subscription's lease (two write transactions): a
     subscription with no event after its cursor and no replay queued is not offered one, so a
     dispatcher's pass over idle subscriptions writes nothing to the ledger the decides write to."""
-    service = compose_events(ledger, MovableClock(), allow_hosts=("127.0.0.1",), safeguards=SafeguardSettings(ledger))
+    service = compose_events(ledger, MovableClock(), allow_hosts=("127.0.0.1",),
+                             safeguards=SafeguardSettings(ledger))
     view, secret = service.subscribe(SCOPE, "operator:test", {"url": receiver.url, "from": "beginning"})
     receiver.secrets.append(secret)
     _events(ledger, 2)
@@ -135,7 +136,8 @@ def test_an_idle_subscription_is_offered_no_turn_and_its_pass_writes_nothing(led
     assert service.delivery.dispatch_once("test") == 1
     assert service.delivery.due() == []
     service.delivery.outbox.add_replays(view["subscription_id"], [1], "2026-11-29T00:00:00.000Z")
-    assert [row["subscription_id"] for row in service.delivery.due()] == [view["subscription_id"]]  # a replay, no new event
+    # a replay queued, no new event: due
+    assert [row["subscription_id"] for row in service.delivery.due()] == [view["subscription_id"]]
     assert service.delivery.dispatch_once("test") == 1
     assert len(receiver.accepted) == 4 and service.delivery.due() == []
 
