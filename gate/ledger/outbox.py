@@ -17,11 +17,12 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict, cast
 
-from sqlalchemy import RowMapping, and_, delete, func, insert, or_, select, update
+from sqlalchemy import RowMapping, and_, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from gate.events.cloudevent import OutboxRow
+from gate.ledger.codec import decode
 from gate.ledger.outbox_retention import retention_locked
 from gate.ledger.outbox_write import append_event
 from gate.ledger.store import Ledger
@@ -116,6 +117,11 @@ class AttemptRow(DeliveryAttempt):
     attempt_id: int
 
 
+_EVENTS_AFTER = (select(event_outbox).where(event_outbox.c.scope == bindparam("scope"),
+                                            event_outbox.c.seq > bindparam("after"))
+                 .order_by(event_outbox.c.seq).limit(bindparam("limit")))
+
+
 def _event_row(row: RowMapping) -> OutboxRow:
     return cast(OutboxRow, dict(row))  # select(event_outbox): exactly its columns
 
@@ -129,11 +135,13 @@ class Outbox:
     # ------------------------------------------------------------------ events
 
     def events_after(self, scope: str, after: int, limit: int = 100) -> list[OutboxRow]:
-        with self.ledger.read() as connection:
-            rows = connection.execute(
-                select(event_outbox).where(event_outbox.c.scope == scope, event_outbox.c.seq > after)
-                .order_by(event_outbox.c.seq).limit(limit)).mappings().all()
-        return [_event_row(r) for r in rows]
+        """Up to `limit` events of `scope` after seq `after`, in order: a dispatcher's turn reads
+        its events here, compiled once for the ledger (`Ledger.hot`), each body decoded from its
+        at-rest form as the column type reads it."""
+        with self.ledger.read() as connection:  # decoded inside: a corrupt value fails closed as any read's
+            rows = self.ledger.hot("events-after", _EVENTS_AFTER).run(
+                connection, {"scope": scope, "after": after, "limit": limit})
+            return [cast(OutboxRow, {**row, "event_json": decode(row["event_json"])}) for row in rows]
 
     def event(self, scope: str, seq: int) -> OutboxRow | None:
         with self.ledger.read() as connection:

@@ -4,11 +4,13 @@ turn on; a post writes its head and body in one write. Through a real receiver o
 
 from __future__ import annotations
 
+import json
 import socket
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text
 
+from gate.errors import LedgerUnavailable
 from gate.events import webhook
 from gate.events.targets import check
 from gate.ledger import Ledger
@@ -161,3 +163,18 @@ def test_the_scopes_newest_seqs_are_read_for_the_scopes_asked_in_bounded_stateme
     finally:
         event.remove(ledger.engine, "before_cursor_execute", seen)
     assert len([s for s in statements if "event_sequences" in s]) == 2
+
+
+@pytest.mark.usefixtures("backend")
+def test_an_event_read_for_delivery_is_its_stored_text_and_a_corrupt_one_fails_closed(ledger):
+    _events(ledger, 3)
+    outbox = Outbox(ledger)
+    read = outbox.events_after(SCOPE, 1, limit=5)
+    assert [row["seq"] for row in read] == [2, 3] and outbox.events_after(SCOPE, 0, limit=1)[0]["seq"] == 1
+    assert read == [outbox.event(SCOPE, 2), outbox.event(SCOPE, 3)]  # as the column type reads each row
+    assert json.loads(read[0]["event_json"])["type"].endswith("rulebook.published")
+    with ledger.write() as connection:  # an encoded value whose frame does not decompress
+        connection.execute(text("UPDATE event_outbox SET event_json = :v WHERE scope = :s AND seq = 3"),
+                           {"v": b"\xff\x01not a zstd frame", "s": SCOPE})
+    with pytest.raises(LedgerUnavailable):
+        outbox.events_after(SCOPE, 1, limit=5)
