@@ -157,10 +157,8 @@ class Outbox:
         return [int(r[0]) for r in rows]
 
     def head(self, scope: str) -> int:
-        with self.ledger.read() as connection:
-            value = connection.execute(select(event_sequences.c.last_seq)
-                                       .where(event_sequences.c.scope == scope)).scalar()
-        return int(value or 0)
+        """The scope's newest event seq; 0 before its first event."""
+        return self.heads([scope]).get(scope, 0)
 
     def scopes(self) -> list[str]:
         with self.ledger.read() as connection:
