@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from itertools import accumulate
 from typing import Any, NoReturn
 
@@ -148,6 +149,78 @@ def _lone_surrogate_path(value: Any) -> str | None:
     return None
 
 
+def _orjson() -> tuple[Callable[[str], Any], Callable[[Any], bytes]] | None:
+    """orjson's reader and writer where it is installed (the server's extra), else None: the quick
+    path of `parse_strict` is then never taken and the standard library reads everything."""
+    try:
+        from orjson import dumps, loads
+    except ImportError:  # pragma: no cover - a core install without the server's extra
+        return None
+    return loads, dumps
+
+
+_ORJSON = _orjson()
+_NOT_QUICK = object()
+_SAFE_FLOAT_INTEGRAL = float(MAX_SAFE_INTEGER)
+
+
+def _quick(text: str) -> Any:
+    """The value of `text` read by orjson, when nothing in it could read otherwise than the strict
+    reader below reads it; else `_NOT_QUICK`, and the strict reader decides (and names any refusal).
+
+    orjson refuses what the strict reader refuses as invalid text (NaN, a number beyond a double's
+    range, a lone surrogate, a control character in a string, trailing data), and reads the same
+    values otherwise, with three differences this checks for on the value it read: an integer
+    beyond ±(2^53−1) (which orjson keeps, or reads as a float past 64 bits: any whole float
+    that large goes to the strict reader), a float that reads as 0 (an underflow the strict reader
+    refuses), and a repeated member name (orjson keeps the last; `_repeats_a_name`). Floats it
+    reads as Python's `float` does, correctly rounded (tests/core/test_strict_quick.py compares
+    both readers on random and halfway texts). 16 against 26 µs for the sample decide body."""
+    if _ORJSON is None:
+        return _NOT_QUICK
+    loads, dumps = _ORJSON
+    try:
+        value = loads(text)
+    except ValueError:  # orjson.JSONDecodeError: the strict reader names what is wrong
+        return _NOT_QUICK
+    members = 0
+    stack = [value]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind is dict:
+            members += len(item)
+            extend(item.values())
+        elif kind is list:
+            extend(item)
+        elif (kind is int or kind is float) and _left_to_strict(item):
+            return _NOT_QUICK
+    return _NOT_QUICK if _repeats_a_name(text, value, members, dumps) else value
+
+
+def _left_to_strict(number: float) -> bool:
+    """An integer beyond ±(2^53−1), or a float that reads as 0 or is whole past 2^53 (`_quick`)."""
+    if type(number) is int:
+        return not -MAX_SAFE_INTEGER <= number <= MAX_SAFE_INTEGER
+    return number == 0 or (abs(number) >= _SAFE_FLOAT_INTEGRAL and number.is_integer())
+
+
+def _repeats_a_name(text: str, value: Any, members: int, dumps: Callable[[Any], bytes]) -> bool:
+    """Whether an object of `text` repeats a member name, given the `members` of `value`, what
+    orjson read from it: each member written is one colon outside string literals, and orjson keeps
+    one member per name. Where the text has colons in strings too, and no escape that could write
+    one (`\\u003a`), `value` written again by orjson (which escapes no colon) holds the same
+    strings' colons, and fewer only when a repeated member (its own and its value's) was dropped;
+    with such an escape, the colons outside the text's string literals are counted."""
+    colons = text.count(":")
+    if colons == members:
+        return False
+    if "\\u" in text:
+        return _STRING_LITERAL.sub("", text).count(":") != members
+    return dumps(value).count(b":") != colons
+
+
 def parse_strict(data: bytes | bytearray | str, *, max_depth: int = MAX_DOCUMENT_DEPTH) -> Any:
     """Parse untrusted JSON, rejecting anything that would not hash unambiguously.
 
@@ -164,6 +237,13 @@ def parse_strict(data: bytes | bytearray | str, *, max_depth: int = MAX_DOCUMENT
             raise CanonicalJSONError("JSON_INVALID", f"body is not UTF-8: {exc.reason}") from exc
     if _nesting_depth(data, max_depth) > max_depth:
         raise CanonicalJSONError("JSON_TOO_DEEP", f"JSON nesting is deeper than {max_depth} levels")
+    value = _quick(data)
+    return _strict(data) if value is _NOT_QUICK else value
+
+
+def _strict(data: str) -> Any:
+    """The standard library's reader with the strict hooks: what `_quick` does not take, read and
+    refused here, each refusal named."""
     try:
         value = _DECODER.decode(data)
     except CanonicalJSONError:
