@@ -18,7 +18,7 @@ renamed by a refactor shows up there, so keep `PARTS` in step with the code when
 Run it on a quiet host; the load average is printed beside each ledger.
 
 Run: .venv/bin/python benchmarks/profile_decide_http.py [--backends sqlite,postgresql] [--connections 16]
-                                                      [--duration 10] [--rate 400]
+                                                      [--duration 10] [--rate 400] [--raw RAW.txt]
 Needs: wrk, py-spy (the `dev` extra; it reads the workers' memory, so run as root or with ptrace
 allowed), Redis on 127.0.0.1:6379, PostgreSQL on 127.0.0.1:5432 for the PostgreSQL row.
 """
@@ -87,7 +87,7 @@ def share_out(raw: str) -> tuple[Counter[str], int]:
     return counts, total
 
 
-def profile(kind: str, connections: int, duration: int, rate: int) -> dict:
+def profile(kind: str, connections: int, duration: int, rate: int, raw: Path | None = None) -> dict:
     with served_gate(kind) as served:
         plain = _wrk(served.base + "/api/decide", served.script, duration, connections, served.pid)
         with tempfile.TemporaryDirectory() as scratch:
@@ -102,6 +102,8 @@ def profile(kind: str, connections: int, duration: int, rate: int) -> dict:
                             "--pid", str(served.pid)], check=True, capture_output=True)
             load.join()
             counts, total = share_out(out.read_text())
+            if raw is not None:
+                shutil.copyfile(out, raw.with_name(f"{raw.stem}-{kind}{raw.suffix}"))
     cpu_ms = plain["server_cpu_ms_per_request"]
     parts = [{"part": name, "share": counts[name] / total if total else 0.0,
               "us": 1000 * cpu_ms * counts[name] / total if total else 0.0}
@@ -117,6 +119,7 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--rate", type=int, default=400, help="py-spy samples per second and worker")
+    parser.add_argument("--raw", type=Path, help="keep py-spy's raw samples as RAW-<backend>.txt (for a finer split)")
     args = parser.parse_args()
     missing = [tool for tool, path in (("wrk", shutil.which("wrk")), ("py-spy", PY_SPY)) if not path or
                not os.access(path, os.X_OK)]
@@ -124,7 +127,7 @@ def main() -> int:
         print(f"missing: {', '.join(missing)} (apt-get install wrk; pip install py-spy, part of the dev extra)",
               file=sys.stderr)
         return 2
-    results = [profile(kind, args.connections, args.duration, args.rate) for kind in args.backends.split(",")]
+    results = [profile(kind, args.connections, args.duration, args.rate, args.raw) for kind in args.backends.split(",")]
     for result in results:
         print(f"{result['backend']}, {result['connections']} connections: {result['decides_per_second']:.0f} "
               f"decides/s, {result['server_cpu_ms_per_decide']:.3f} ms of server CPU a decide "
