@@ -360,7 +360,8 @@ event_outbox = Table(
     metadata,
     Column("scope", String(120), primary_key=True),
     Column("seq", Integer, primary_key=True),
-    Column("event_id", String(64), nullable=False, unique=True),
+    # A function of (scope, seq), which the key keeps unique: no index of its own (migration 0026).
+    Column("event_id", String(64), nullable=False),
     Column("event_type", String(80), nullable=False),
     Column("created_at", String(32), nullable=False),
     Column("event_json", AtRestText, nullable=False),  # the CloudEvent, canonical text: the body delivered

@@ -317,6 +317,40 @@ def test_migration_0020_counts_no_attempt_as_pruned_and_upgrades_again_without_e
     assert len(_attempt_ids(gate, sub)) == 1 and _deliveries(admin, sub)["attempts"] == 12
 
 
+def _outbox_rows(ledger) -> list[tuple]:
+    with ledger.engine.begin() as connection:
+        return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in connection.execute(
+            text("SELECT scope, seq, event_id, event_type, created_at, event_json FROM event_outbox ORDER BY seq"))]
+
+
+def _unique_on_event_id(ledger) -> bool:
+    from sqlalchemy import inspect
+
+    with ledger.engine.connect() as connection:
+        return any("event_id" in constraint["column_names"]
+                   for constraint in inspect(connection).get_unique_constraints("event_outbox"))
+
+
+def test_migration_0026_drops_the_event_id_index_keeping_every_row_and_the_next_numbers(backend, gate, admin,
+                                                                                       receiver):
+    """The outbox's event id needs no index of its own (a function of the key): the upgrade drops
+    it and keeps every row byte for byte; the downgrade puts it back; delivery goes on after both."""
+    ledger = gate.extensions["gate"].ledger
+    assert admin.publish(version("2026-08")).status_code == 201
+    assert admin.publish(version("2026-09")).status_code == 201
+    assert not _unique_on_event_id(ledger)
+    before = _outbox_rows(ledger)
+    _alembic(ledger, "downgrade", "0025_slack_messages_stale")
+    assert _unique_on_event_id(ledger) and _outbox_rows(ledger) == before
+    _alembic(ledger, "upgrade", "head")
+    assert not _unique_on_event_id(ledger) and _outbox_rows(ledger) == before
+    subscribe(admin, receiver, **{"from": "beginning"})
+    assert admin.publish(version("2026-10")).status_code == 201
+    dispatch(gate)
+    assert receiver.rejected == 0 and receiver.sequences() == [1, 2, 3]
+    assert [e["id"] for e in receiver.accepted] == [row[2] for row in _outbox_rows(ledger)]
+
+
 @pytest.mark.parametrize("backend", [pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_two_pruners_at_once_never_count_an_attempt_twice(backend, gate, admin, receiver, clock, monkeypatch):
     """Two dispatchers' retention passes on one PostgreSQL ledger (SQLite has one writer: they
