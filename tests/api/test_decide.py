@@ -304,6 +304,31 @@ def test_caller_request_id_becomes_the_record_request_id(client, api_key, sample
     assert unsafe.json["request_id"].startswith("req_")
 
 
+def test_decision_ids_come_in_time_order_and_keep_96_random_bits(client, api_key, sample_request):
+    """`dec_`, the milliseconds of the decision's making (12 hex digits), then 24 random hex digits:
+    new ids sort after older ones (each lands at the end of the ledger's index), none repeats, and
+    the time they show is the record's own."""
+    import re
+    import time
+    from datetime import datetime
+
+    ids, made = [], []
+    for n in range(12):
+        before = time.time_ns() // 1_000_000
+        body = post(client, {**sample_request, "context": {**sample_request["context"], "request_n": n}}, api_key).json
+        ids.append(body["decision_id"])
+        made.append((before, time.time_ns() // 1_000_000, body["created_at"]))
+        time.sleep(0.002)
+    assert all(re.fullmatch(r"dec_[0-9a-f]{36}", decision_id) for decision_id in ids), ids
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert len({decision_id[16:] for decision_id in ids}) == len(ids)  # the random part differs every time
+    for decision_id, (before, after, created_at) in zip(ids, made, strict=True):
+        shown = int(decision_id[4:16], 16)
+        assert before <= shown <= after
+        stated = datetime.fromisoformat(created_at.replace("Z", "+00:00")).timestamp() * 1000
+        assert abs(stated - shown) < 1000
+
+
 @pytest.mark.parametrize("backend", [pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_database_connections_dropped_under_the_app_fail_closed_then_recover(app, client, api_key, sample_request, backend):
     from sqlalchemy import text
