@@ -51,17 +51,21 @@ class IdSource(Protocol):
     def request_id(self) -> str: ...
 
 
-class RandomIds:
-    """Unguessable ids: 96 random bits for decisions, 64 bits for request handles.
+def ordered_token(prefix: str) -> str:
+    """An unguessable ledger key that sorts after those made before it: `prefix`, the milliseconds
+    of its making (12 hex digits, the Unix epoch's, real time), then 96 random bits (24 hex digits).
+    Each new key lands at the end of its table's index instead of on a random page of it, which a
+    large ledger no longer holds in memory (docs/notes.md, "Decision ids in time order"); the random
+    bits keep it as unguessable as the keys of 24 random hex digits made before, which still read."""
+    return f"{prefix}{time.time_ns() // 1_000_000:012x}{secrets.token_hex(12)}"
 
-    A decision's id begins with the milliseconds of its making (12 hex digits, the Unix epoch's,
-    real time: `dec_` + 12 + 24 hex digits), so new ids come in key order and each lands at the end
-    of the ledger's index on `decision_id` instead of on a random page of it, which a large ledger
-    no longer holds in memory (docs/notes.md, "Decision ids in time order"). The 96 random bits
-    after it keep an id as unguessable as before; the time it shows is the record's `created_at`."""
+
+class RandomIds:
+    """Unguessable ids: decisions' in time order (`ordered_token`: the time they show is the
+    record's `created_at`), 64 random bits for request handles."""
 
     def decision_id(self) -> str:
-        return f"dec_{time.time_ns() // 1_000_000:012x}{secrets.token_hex(12)}"
+        return ordered_token("dec_")
 
     def request_id(self) -> str:
         return "req_" + secrets.token_hex(8)

@@ -29,7 +29,7 @@ from typing import Any
 
 from gate import receipts as R
 from gate.chain.rowseal import receipt_head_payload
-from gate.clock import Clock, iso_ms
+from gate.clock import Clock, iso_ms, ordered_token
 from gate.errors import GateError, LedgerUnavailable
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
@@ -110,7 +110,7 @@ class LifecycleService:
                body: Any, idempotency_key: str | None, reported_by: str | None = None) -> LifecycleResult:
         reported_at = iso_ms(self.clock.now())
         input_hash = R.request_input_hash(body)
-        receipt_id = kind.id_prefix + secrets.token_hex(12)
+        receipt_id = ordered_token(kind.id_prefix)  # in time order, as decisions' (gate.clock)
         # Build first: validation and reference errors refuse before anything is claimed.
         receipt = kind.build(body=body, record=record, receipt_id=receipt_id,
                              idempotency_key=idempotency_key, reported_at=reported_at,

@@ -188,6 +188,28 @@ def test_lists_are_newest_first_and_paged(client, api_key, record):
         assert client.get(url + query, headers={"x-api-key": api_key}).status_code == 400
 
 
+@pytest.mark.parametrize("path", sorted(KIND_CASES))
+def test_receipt_ids_come_in_time_order_and_keep_96_random_bits(client, api_key, record, path):
+    """As decisions' (gate.clock.ordered_token): the prefix, the milliseconds of the receipt's
+    making, 24 random hex digits; later receipts sort after earlier ones and none repeats."""
+    import re
+    import time
+
+    make_body, key, id_member = KIND_CASES[path][0], KIND_CASES[path][1], KIND_CASES[path][2]
+    prefix = {"execution": "exe_", "outcome": "out_", "crm-sync": "crm_"}[path]
+    ids = []
+    for n in range(6):
+        before = time.time_ns() // 1_000_000
+        answer = client.post(f"/api/decision/{record['decision_id']}/{path}",
+                             json={**make_body(record), "external_ref": f"ref-{n}"}, headers={"x-api-key": api_key})
+        assert answer.status_code == 201, answer.json
+        ids.append(answer.json[key][id_member])
+        assert re.fullmatch(re.escape(prefix) + r"[0-9a-f]{36}", ids[-1]), ids[-1]
+        assert before <= int(ids[-1][4:16], 16) <= time.time_ns() // 1_000_000
+        time.sleep(0.002)
+    assert ids == sorted(ids) and len({receipt_id[16:] for receipt_id in ids}) == len(ids)
+
+
 @pytest.mark.parametrize("path, code", [("execution", "SVC_EXECUTION_UNAUTHORIZED"), ("outcome", "SVC_OUTCOME_UNAUTHORIZED"),
                                         ("crm-sync", "SVC_CRM_SYNC_UNAUTHORIZED")])
 def test_auth_and_scope(client, issue_key, record, path, code):
