@@ -16,6 +16,11 @@ arm: decides per second, and the ratios of the same round (rate and CPU): plain+
 held+event / held (what the event costs), held / plain and held+event / plain. The medians of the rounds' ratios close the report.
 
     .venv/bin/python benchmarks/bench_decide_events.py [--seconds 8] [--rounds 3] [--ledgers sqlite,postgresql]
+                                                       [--kept 200000] [--event-id-index]
+
+`--kept N` first fills the outbox with N events of another scope (as 30 days at a sustained rate
+keep it; `bench_outbox_insert.fill_outbox`), so the event's write meets a large outbox;
+`--event-id-index` puts back the event id's unique index (the schema before migration 0026).
 """
 
 from __future__ import annotations
@@ -96,12 +101,17 @@ def _ratios(round_: dict[str, dict[str, Any]]) -> dict[str, float]:
             for arm, base in pairs for what, field in (("rate", "decides_per_s"), ("cpu", "cpu_ms_per_decide"))}
 
 
-def _ledger(kind: str, seconds: float, rounds: int) -> dict[str, Any]:
+def _ledger(kind: str, seconds: float, rounds: int, kept: int = 0, indexed: bool = False) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix=f"gate-bench-decide-events-{kind}-"))
     url, drop = _database(kind, home)
     try:
         app, key = _app(home, url)
         headers, client = {"x-api-key": key}, app.test_client()
+        if kept or indexed:  # an outbox as a sustained rate keeps it (bench_outbox_insert.fill_outbox)
+            from bench_outbox_insert import fill_outbox
+
+            sample = client.post("/api/decide", json=PLAIN, headers=headers).get_json()
+            fill_outbox(app.extensions["gate"].ledger, "bench-history", kept, sample, indexed)
         _mirror(client, headers, False)
         _burst(app, headers, PLAIN, "yes", min(5.0, seconds))  # warm-up
         _burst(app, headers, HELD, "review", min(3.0, seconds))
@@ -124,13 +134,16 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--ledgers", default="sqlite,postgresql")
+    parser.add_argument("--kept", type=int, default=0, help="events already in the outbox (another scope's)")
+    parser.add_argument("--event-id-index", action="store_true",
+                        help="put back the event id's unique index (the schema before migration 0026)")
     args = parser.parse_args()
     from api.serving import SWITCH_INTERVAL_S
 
     sys.setswitchinterval(SWITCH_INTERVAL_S)  # as every `gate serve` worker runs (api.serving)
     results = []
     for kind in args.ledgers.split(","):
-        results.append(_ledger(kind, args.seconds, args.rounds))
+        results.append(_ledger(kind, args.seconds, args.rounds, args.kept, args.event_id_index))
         print(json.dumps({"ledger": kind, "median_ratios": results[-1]["median_ratios"]}), flush=True)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"seconds": args.seconds, "threads": THREADS, "cores": os.cpu_count(),

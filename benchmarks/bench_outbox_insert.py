@@ -54,37 +54,46 @@ def _data(record: dict[str, Any]) -> dict[str, Any]:
             "receipt_hash": record["receipt_hash"], "audit_chain": record.get("audit_chain"), "record": record}
 
 
-def _ledger(kind: str, home: Path, indexed: bool, kept: int, record: dict[str, Any]):
+def fill_outbox(ledger, scope: str, kept: int, record: dict[str, Any], indexed: bool) -> None:
+    """`kept` events of `scope` in the outbox (a real `decision.created`'s stored bytes, each row its
+    own id and number, the scope's sequence set past them), with the event id's unique constraint
+    put back first when `indexed` (the schema before migration 0026)."""
     from sqlalchemy import text
 
     from gate.events.cloudevent import cloud_event, event_id, event_text
-    from gate.ledger import Ledger, codec
+    from gate.ledger import codec
+
+    kind = ledger.engine.dialect.name
+    time_ = "2026-11-29T10:00:00.000Z"
+    stored = codec.encode(event_text(cloud_event(scope, 1, "decision.created", record["decision_id"], time_,
+                                                 _data(record))))
+    mark = "?" if kind == "sqlite" else "%s"
+    with ledger.engine.begin() as connection:
+        if indexed:  # as migration 0026's downgrade puts it back
+            if kind == "postgresql":
+                connection.exec_driver_sql("ALTER TABLE event_outbox ADD CONSTRAINT uq_event_outbox_event_id "
+                                           "UNIQUE (event_id, created_at)")
+            else:
+                connection.exec_driver_sql("CREATE UNIQUE INDEX uq_event_outbox_event_id ON event_outbox (event_id)")
+        for start in range(1, kept + 1, 10_000):
+            rows = [(scope, seq, event_id(scope, seq), "dev.decision-gate.decision.created", time_, stored)
+                    for seq in range(start, min(kept, start + 9_999) + 1)]
+            connection.exec_driver_sql(f"INSERT INTO event_outbox VALUES ({', '.join([mark] * 6)})", rows)
+        connection.execute(text("INSERT INTO event_sequences (scope, last_seq) VALUES (:s, :n)"),
+                           {"s": scope, "n": kept})
+    if kind == "sqlite":
+        with ledger.engine.begin() as connection:
+            connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def _ledger(kind: str, home: Path, indexed: bool, kept: int, record: dict[str, Any]):
+    from gate.ledger import Ledger
 
     home.mkdir(parents=True)
     url, drop = _database(kind, home)
     ledger = Ledger(url)
     ledger.upgrade()
-    time_ = "2026-11-29T10:00:00.000Z"
-    stored = codec.encode(event_text(cloud_event(SCOPE, 1, "decision.created", record["decision_id"], time_,
-                                                 _data(record))))
-    mark = "?" if kind == "sqlite" else "%s"
-    with ledger.engine.begin() as connection:
-        if indexed:  # the schema before migration 0026 (its downgrade's constraint)
-            columns = "event_id, created_at" if kind == "postgresql" else "event_id"
-            if kind == "postgresql":
-                connection.exec_driver_sql(f"ALTER TABLE event_outbox ADD CONSTRAINT uq_event_outbox_event_id "
-                                           f"UNIQUE ({columns})")
-            else:
-                connection.exec_driver_sql("CREATE UNIQUE INDEX uq_event_outbox_event_id ON event_outbox (event_id)")
-        for start in range(1, kept + 1, 10_000):
-            rows = [(SCOPE, seq, event_id(SCOPE, seq), "dev.decision-gate.decision.created", time_, stored)
-                    for seq in range(start, min(kept, start + 9_999) + 1)]
-            connection.exec_driver_sql(f"INSERT INTO event_outbox VALUES ({', '.join([mark] * 6)})", rows)
-        connection.execute(text("INSERT INTO event_sequences (scope, last_seq) VALUES (:s, :n)"),
-                           {"s": SCOPE, "n": kept})
-    if kind == "sqlite":
-        with ledger.engine.begin() as connection:
-            connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    fill_outbox(ledger, SCOPE, kept, record, indexed)
     return ledger, drop
 
 
