@@ -4,13 +4,14 @@ An event's id is a function of its scope and sequence number (`gate.events.cloud
 `evt_` and 40 hex digits of a sha256 of both), and (scope, seq) is the outbox's key, so the key
 already keeps each id once; nothing reads the outbox by id. The unique index on it was a second
 B-tree keyed by a hash: every event's entry lands on a random page, which a large outbox no longer
-holds in memory (at 400,000 kept events an event's insert cost 40–46 µs of CPU with it against 14
-without on SQLite, `benchmarks/bench_outbox_insert.py`), and it grew with the outbox.
+holds in memory (at 200,000 kept events an event's write cost 183–188 µs of CPU with it against
+147–151 without on SQLite, `benchmarks/bench_outbox_insert.py`; a bare INSERT at 400,000, 40–46
+against 14), and it grew with the outbox.
 
 PostgreSQL: the constraint is dropped from the partitioned table and with it from every partition
 (an instant change). SQLite cannot drop a table's own unique constraint, so the table is written
-again without it (Alembic's batch mode: a copy of the rows, once; about a second per 100,000 kept
-events), in the upgrade's one transaction.
+again without it (Alembic's batch mode: a copy of the rows, once; 2.4 s per 100,000 kept events
+on the development host), in the upgrade's one transaction.
 
 Revision ID: 0026_outbox_event_id_unindexed
 Revises: 0025_slack_messages_stale
